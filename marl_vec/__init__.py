@@ -1,0 +1,44 @@
+"""marl_vec: many copies of a multi-agent environment as one batch.
+
+>>> import marl_vec as mv
+>>> venv = mv.make("mpe/simple_spread", num_envs=4)  # doctest: +SKIP
+"""
+
+from marl_vec import envs
+from marl_vec.config import ConfigError, load_config, make
+from marl_vec.episode import AutoresetMode
+from marl_vec.group import EnvFinishedError
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
+from marl_vec.vec.dummy import DummyVecEnv
+from marl_vec.vec.factory import make_vec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "envs",
+    "make",
+    "make_vec",
+    "load_config",
+    "ConfigError",
+    "AutoresetMode",
+    "EnvFinishedError",
+    "ClosedEnvError",
+    "EnvSpec",
+    "DiscreteAction",
+    "ContinuousAction",
+    "StepResult",
+    "VecEnv",
+    "DummyVecEnv",
+    "SubprocVecEnv",
+    "RayVecEnv",
+]
+
+
+def __getattr__(name: str):
+    # Process and Ray backends load on first use: importing marl_vec stays cheap.
+    if name in ("SubprocVecEnv", "RayVecEnv"):
+        from marl_vec.vec.factory import backend_class
+
+        return backend_class({"SubprocVecEnv": "subproc", "RayVecEnv": "ray"}[name])
+    raise AttributeError(f"module 'marl_vec' has no attribute {name!r}")

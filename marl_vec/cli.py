@@ -1,0 +1,113 @@
+"""The ``marl-vec`` command.
+
+    marl-vec run [CONFIG] [-o vec.num_envs=32 ...]   random-policy rollout with a summary
+    marl-vec info CONFIG                             spec and env_info
+    marl-vec list                                    env families and shipped configs
+
+CONFIG is a YAML path or a shipped config name (``mpe/simple_spread``, the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+import yaml
+
+from marl_vec.config import DEFAULT_CONFIG, ConfigError, load_config, make_from_config, shipped_configs
+from marl_vec.envs.registry import FAMILIES, MissingExtraError
+
+
+def _parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like section.key=value, e.g. vec.num_envs=32")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def _load(args: argparse.Namespace):
+    return load_config(args.config, _parse_overrides(args.override))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from marl_vec.rollout import rollout
+
+    cfg = _load(args)
+    print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
+          f"{cfg.run.steps} steps")
+    with make_from_config(cfg) as venv:
+        summary = rollout(venv, cfg.run.steps, seed=cfg.run.seed, progress=not args.no_progress)
+    for line in summary.lines():
+        print(line)
+    if cfg.run.plot:
+        from marl_vec.plots import plot_returns
+
+        plot_returns(summary.returns, cfg.run.plot, title=f"{cfg.env.id}: random policy")
+        print(f"plot             {cfg.run.plot}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    with make_from_config(cfg.model_copy(update={"vec": cfg.vec.model_copy(update={"num_envs": 1, "backend": "dummy",
+                                                                                    "num_workers": None, "start_method": None,
+                                                                                    "restart_on_error": 0})})) as venv:
+        spec = venv.spec
+        print(f"{cfg.env.family} {cfg.env.id}")
+        print(spec.describe())
+        print("env_info       " + json.dumps(venv.env_info()))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print("env families:")
+    for fam in FAMILIES.values():
+        extra = f"marl_vec[{fam.extra}]" if fam.extra else "core"
+        print(f"  {fam.name:<11} {fam.makes}  ({extra})")
+    print("shipped configs:")
+    for name in shipped_configs():
+        default = "  (default)" if name == DEFAULT_CONFIG else ""
+        print(f"  {name}{default}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="marl-vec", description="Vectorized multi-agent environments.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(p: argparse.ArgumentParser, optional: bool) -> None:
+        p.add_argument("config", nargs="?" if optional else None, default=None,
+                       help=f"YAML path or shipped config name (default: {DEFAULT_CONFIG})")
+        p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="dotted override, e.g. -o vec.num_envs=32 -o vec.backend=subproc")
+
+    run = sub.add_parser("run", help="random-policy rollout with a progress bar and a summary")
+    with_config(run, optional=True)
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+
+    info = sub.add_parser("info", help="print the spec and env_info of a config")
+    with_config(info, optional=True)
+    info.set_defaults(func=cmd_info)
+
+    lst = sub.add_parser("list", help="list env families and shipped configs")
+    lst.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, MissingExtraError) as exc:
+        print(f"marl-vec: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

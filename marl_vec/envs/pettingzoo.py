@@ -1,0 +1,219 @@
+"""Any PettingZoo ``ParallelEnv`` as a fixed-shape multi-agent env.
+
+Conventions (see README.md, "PettingZoo"):
+
+- Agents keep the order of ``possible_agents``.
+- Observations of different shapes are zero-padded to the largest (per dimension
+  when all have the same rank, else flattened and padded); ``spec.obs_padded`` says so.
+- Discrete action spaces of different sizes are padded; padded actions are never available.
+- Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
+  ``infos[agent]["action_mask"]``; otherwise every native action is available.
+- State: ``env.state()`` where the env has a ``state_space``, else the agents'
+  (padded) observations concatenated.
+- An agent that leaves ``env.agents`` is dead from then on: mask False, zero
+  observation and reward, only action 0 available (SMAC's no-op rule); its
+  terminated/truncated flags stay as the env last said. At the step it leaves, its
+  last reward, flags and observation are written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from marl_vec.buffers import RowViews
+from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.gym import action_spec_of
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+
+
+def _inner_obs_space(space: gym.Space) -> tuple[gym.Space, bool]:
+    """The observation part of a space, and whether it carries an action mask."""
+    if isinstance(space, gym.spaces.Dict) and "observation" in space.spaces:
+        return space.spaces["observation"], "action_mask" in space.spaces
+    return space, False
+
+
+def _episode_limit(env: Any) -> int | None:
+    unwrapped = getattr(env, "unwrapped", None)
+    # sisl envs keep max_cycles on an inner `env` of their raw env.
+    for obj in (env, getattr(env, "aec_env", None), unwrapped, getattr(unwrapped, "env", None)):
+        limit = getattr(obj, "max_cycles", None)
+        if isinstance(limit, (int, np.integer)) and limit > 0:
+            return int(limit)
+    return None
+
+
+class PettingZooAdapter(MultiAgentEnv):
+    """Wraps a PettingZoo ``ParallelEnv``."""
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.agent_ids = tuple(env.possible_agents)
+        name = env.metadata.get("name", type(env).__name__) if hasattr(env, "metadata") else type(env).__name__
+        obs_spaces, self._obs_has_mask = [], []
+        for agent in self.agent_ids:
+            inner, has_mask = _inner_obs_space(env.observation_space(agent))
+            if not hasattr(inner, "shape") or inner.shape is None:
+                raise TypeError(
+                    f"{name}: observation space {inner} of agent {agent!r} is not supported; allowed: Box, "
+                    "Discrete, MultiDiscrete, MultiBinary, or a dict of 'observation' and 'action_mask'"
+                )
+            obs_spaces.append(inner)
+            self._obs_has_mask.append(has_mask)
+        self._obs_native_shapes = [tuple(s.shape) for s in obs_spaces]
+        obs_dtype = np.result_type(*[s.dtype for s in obs_spaces])
+        ranks = {len(s) for s in self._obs_native_shapes}
+        if len(set(self._obs_native_shapes)) == 1:
+            obs_shape, self._flatten_obs = self._obs_native_shapes[0], False
+        elif len(ranks) == 1:
+            obs_shape = tuple(int(d) for d in np.max(self._obs_native_shapes, axis=0))
+            self._flatten_obs = False
+        else:
+            obs_shape = (max(int(np.prod(s)) for s in self._obs_native_shapes),)
+            self._flatten_obs = True
+        obs_padded = any(s != obs_shape for s in self._obs_native_shapes)
+
+        action_specs = [action_spec_of(env.action_space(agent), f"{name}, agent {agent!r}") for agent in self.agent_ids]
+        if all(isinstance(a, DiscreteAction) for a in action_specs):
+            self._n_native = [a.n_actions for a in action_specs]
+            self._action_starts = [int(getattr(env.action_space(a), "start", 0)) for a in self.agent_ids]
+            action: DiscreteAction | ContinuousAction = DiscreteAction(max(self._n_native))
+            actions_padded = len(set(self._n_native)) > 1
+        elif all(isinstance(a, ContinuousAction) for a in action_specs):
+            first = action_specs[0]
+            if any(a != first for a in action_specs):
+                raise TypeError(f"{name}: agents have different Box action spaces; marl_vec needs one shared Box")
+            action, actions_padded = first, False
+        else:
+            raise TypeError(f"{name}: agents mix Discrete and Box action spaces; marl_vec needs one kind")
+
+        self._has_state = self._env_has_state(env)
+        if self._has_state:
+            state_space = env.state_space
+            state_shape, state_dtype = tuple(state_space.shape), np.dtype(state_space.dtype)
+        else:
+            state_shape, state_dtype = (len(self.agent_ids) * int(np.prod(obs_shape)),), obs_dtype
+        self.spec = EnvSpec(
+            agents=self.agent_ids,
+            obs_shape=obs_shape,
+            obs_dtype=obs_dtype,
+            state_shape=state_shape,
+            state_dtype=state_dtype,
+            action=action,
+            episode_limit=_episode_limit(env),
+            obs_padded=obs_padded,
+            actions_padded=actions_padded,
+        )
+
+    @staticmethod
+    def _env_has_state(env: Any) -> bool:
+        try:
+            space = env.state_space
+        except (AttributeError, NotImplementedError):
+            return False
+        return space is not None and getattr(space, "shape", None) is not None
+
+    def bind(self, row: RowViews) -> None:
+        super().bind(row)
+        # Each agent's native-shaped window into its padded obs row.
+        self._obs_views = []
+        for i, shape in enumerate(self._obs_native_shapes):
+            if self._flatten_obs:
+                self._obs_views.append(row.obs[i][: int(np.prod(shape))].reshape(shape))
+            else:
+                self._obs_views.append(row.obs[i][tuple(slice(0, d) for d in shape)])
+        self._flat_obs = row.obs.reshape(-1)
+        self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
+        self._dead_term = np.zeros(len(self.agent_ids), dtype=bool)
+        self._dead_trunc = np.zeros(len(self.agent_ids), dtype=bool)
+
+    # -- writing results ----------------------------------------------------------
+
+    def _write(self, obs: dict, infos: dict) -> None:
+        row, live = self.row, self.env.agents
+        row.obs.fill(0)
+        row.agent_mask.fill(False)
+        avail = row.avail_actions
+        if avail is not None:
+            avail.fill(False)
+            avail[:, 0] = True  # dead agents may only take the no-op
+        for agent in live:
+            i = self._index[agent]
+            row.agent_mask[i] = True
+            ob = obs.get(agent)
+            mask = None
+            if ob is not None:
+                if self._obs_has_mask[i]:
+                    mask = ob["action_mask"]
+                    ob = ob["observation"]
+                self._obs_views[i][...] = ob
+            if avail is not None:
+                if mask is None:
+                    info = infos.get(agent)
+                    mask = info.get("action_mask") if info else None
+                n = self._n_native[i]
+                avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+        if self._has_state:
+            row.state[...] = self.env.state()
+        else:
+            row.state[...] = self._flat_obs
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        obs, infos = self.env.reset(seed=seed)
+        self._dead_term.fill(False)
+        self._dead_trunc.fill(False)
+        self._write(obs, infos or {})
+        return {"agents": infos} if infos and any(infos.values()) else {}
+
+    def step(self, actions: np.ndarray) -> dict[str, Any]:
+        row, index = self.row, self._index
+        if self.spec.discrete:
+            starts = self._action_starts
+            native = {a: int(actions[index[a]]) + starts[index[a]] for a in self.env.agents}
+        else:
+            native = {a: actions[index[a]] for a in self.env.agents}
+        obs, rewards, terms, truncs, infos = self.env.step(native)
+        self._write(obs, infos)
+        # The step's reward and flags for every agent that acted; the rest keep theirs.
+        row.reward.fill(0.0)
+        term, trunc = self._dead_term, self._dead_trunc
+        for agent in native:
+            i = index[agent]
+            row.reward[i] = rewards.get(agent, 0.0)
+            term[i] = bool(terms.get(agent, False))
+            trunc[i] = bool(truncs.get(agent, False))
+            if not row.agent_mask[i] and not (term[i] or trunc[i]):
+                term[i] = True  # left `agents` without a flag: it is dead all the same
+        if not self.env.agents:
+            # The env ended; an agent it never flagged was cut off with it.
+            np.logical_or(trunc, ~(term | trunc), out=trunc)
+        row.terminated[:] = term
+        row.truncated[:] = trunc
+        return {"agents": infos} if infos and any(infos.values()) else {}
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    @property
+    def native(self) -> Any:
+        return self.env
+
+
+def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
+    """The ``pettingzoo`` family: ``env_id`` names a module with ``parallel_env``.
+
+    For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
+    ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
+    """
+    from marl_vec.envs.registry import require
+
+    module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
+    if not hasattr(module, "parallel_env"):
+        raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
+    return PettingZooAdapter(module.parallel_env(**kwargs))

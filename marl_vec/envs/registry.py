@@ -1,0 +1,105 @@
+"""Env families: a family name and an id make an adapter.
+
+Each family lives in its own module, imported only when used, so that a missing
+optional dependency costs nothing until it is needed, and then fails with the
+extra to install.
+
+Example:
+    >>> env = make_env("gym", "CartPole-v1")
+    >>> env.spec.n_agents
+    1
+    >>> fn = make_env_fn("pettingzoo", "mpe2.simple_spread_v3", {"N": 2})  # picklable
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from marl_vec.envs.base import MultiAgentEnv
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of an env family (or backend) is not installed."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    module: str  # the marl_vec module holding the family's factory
+    factory: str  # factory(id, **kwargs) -> MultiAgentEnv
+    extra: str | None  # pip extra that installs its dependencies
+    makes: str  # what `id` names, for `marl-vec list` and errors
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("gym", "marl_vec.envs.gym", "make_gym", None, "a gymnasium env id, e.g. CartPole-v1"),
+        Family("atari", "marl_vec.envs.atari", "make_atari", "atari", "an ALE game, e.g. ALE/Pong-v5, or pettingzoo.atari.pong_v3"),
+        Family("pettingzoo", "marl_vec.envs.pettingzoo", "make_pettingzoo", "pettingzoo",
+               "a PettingZoo env module, e.g. mpe2.simple_spread_v3"),
+        Family("football", "marl_vec.envs.football", "make_football", "football",
+               "a gfootball scenario, e.g. academy_3_vs_1_with_keeper"),
+        Family("starcraft2", "marl_vec.envs.starcraft2", "make_starcraft2", "sc2",
+               "a StarCraft II map, e.g. DefeatRoaches or 3m"),
+    )
+}
+
+
+def require(module: str, extra: str | None, what: str = "") -> ModuleType:
+    """Import ``module``; if it is missing, say which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        for_what = f" for {what}" if what else ""
+        hint = f"pip install 'marl_vec[{extra}]'" if extra else "pip install marl_vec"
+        raise MissingExtraError(f"{module} is needed{for_what} but cannot be imported ({exc}); install it with: {hint}") from exc
+
+
+def family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown env family {name!r}; allowed: {', '.join(FAMILIES)}") from None
+
+
+def make_env(family_name: str, env_id: str, **kwargs: Any) -> MultiAgentEnv:
+    """Build one adapter of ``family_name`` for ``env_id``."""
+    fam = family(family_name)
+    module = importlib.import_module(fam.module)
+    return getattr(module, fam.factory)(env_id, **kwargs)
+
+
+def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = None) -> Callable[[], MultiAgentEnv]:
+    """A picklable zero-argument env_fn, for ``make_vec`` and the process backends."""
+    family(family_name)  # fail now, not in a worker
+    return functools.partial(make_env, family_name, env_id, **(kwargs or {}))
+
+
+def as_adapter(env: Any) -> MultiAgentEnv:
+    """Wrap what an env_fn returned: an adapter as is, a gymnasium Env or a PettingZoo ParallelEnv."""
+    if isinstance(env, MultiAgentEnv):
+        return env
+    import gymnasium
+
+    if isinstance(env, gymnasium.Env):
+        from marl_vec.envs.gym import GymAdapter
+
+        return GymAdapter(env)
+    if hasattr(env, "possible_agents") and hasattr(env, "step") and hasattr(env, "reset"):
+        from marl_vec.envs.pettingzoo import PettingZooAdapter
+
+        if not hasattr(env, "agent_selection"):
+            return PettingZooAdapter(env)
+        raise TypeError(
+            f"{type(env).__name__} is a PettingZoo AEC env; pass its parallel version "
+            "(module.parallel_env() or pettingzoo.utils.conversions.aec_to_parallel)"
+        )
+    raise TypeError(
+        f"an env_fn returned {type(env).__name__}; allowed: a marl_vec MultiAgentEnv, "
+        "a gymnasium.Env or a PettingZoo ParallelEnv"
+    )

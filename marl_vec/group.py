@@ -1,0 +1,239 @@
+"""EnvGroup: the one stepping loop, shared by every backend.
+
+A group owns k adapters and steps them in turn over a contiguous row range of
+the batch buffers. Autoreset, seeding and episode bookkeeping happen here and
+nowhere else, so DummyVecEnv, SubprocVecEnv workers and Ray actors behave
+bit-for-bit alike.
+
+The hot path (``step`` when no env is waiting on its autoreset) makes one
+adapter call per env and a handful of whole-group numpy operations with
+preallocated outputs.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from marl_vec.buffers import BatchBuffers
+from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.episode import AutoresetMode, EpisodeTracker
+
+EnvFn = Callable[[], Any]
+
+
+class EnvFinishedError(RuntimeError):
+    """Stepping an env that finished its episode under ``autoreset='disabled'``."""
+
+
+class EnvGroup:
+    """Steps ``len(env_fns)`` envs over rows ``[start, start + k)`` of ``buffers``.
+
+    Args:
+        env_fns: zero-argument callables, each returning an adapter or a raw env.
+        buffers: the batch buffers (in a worker: attached to the shared block).
+        start: global index of this group's first env (for seeds and messages).
+        autoreset: an :class:`AutoresetMode`.
+        env_seed: env ``start + j`` is first reset with ``env_seed + start + j``.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[EnvFn],
+        buffers: BatchBuffers,
+        start: int = 0,
+        autoreset: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        env_seed: int | None = 0,
+        adapters: Sequence[MultiAgentEnv] | None = None,
+    ):
+        from marl_vec.envs.registry import as_adapter
+
+        self.mode = AutoresetMode.parse(autoreset)
+        self.start = start
+        self.env_seed = env_seed
+        self.buffers = buffers
+        self.env_fns = list(env_fns)
+        self.adapters: list[MultiAgentEnv] = (
+            list(adapters) if adapters is not None else [as_adapter(fn()) for fn in self.env_fns]
+        )
+        k = len(self.adapters)
+        stop = start + k
+        spec = buffers.spec
+        for j, adapter in enumerate(self.adapters):
+            spec.check_same(adapter.spec, start + j)
+        if self.mode is AutoresetMode.FAST and not spec.snapshots:
+            raise ValueError(
+                f"autoreset='fast' needs an adapter that can snapshot and restore its state; "
+                f"{type(self.adapters[0]).__name__} cannot. Use 'same_step' instead."
+            )
+        self._rows = buffers.rows(start, stop)
+        for adapter, row in zip(self.adapters, self._rows):
+            adapter.bind(row)
+        # Group-wide views: one numpy call covers all k envs.
+        self.actions = buffers.actions[start:stop]
+        self.reward = buffers.reward[start:stop]
+        self.terminated = buffers.terminated[start:stop]
+        self.truncated = buffers.truncated[start:stop]
+        self.done = buffers.done[start:stop]
+        self._ended = np.zeros_like(self.terminated)
+        self._act_rows = [row.actions for row in self._rows]
+        self.episodes = EpisodeTracker(k, spec.n_agents)
+        # Local indices of envs not stepped normally next step: waiting on a
+        # next_step reset, or repeating a finished one_episode step.
+        self._waiting: set[int] = set()
+        # disabled mode: finished envs that must be reset before stepping again.
+        self.finished: set[int] = set()
+        self._snapshots: list[Any] = [None] * k
+        self._ever_reset = False
+
+    def __len__(self) -> int:
+        return len(self.adapters)
+
+    # -- reset ----------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Reset the local envs ``env_ids`` (all when None); returns their infos.
+
+        Without a seed, the first reset of the group uses ``env_seed``; later ones
+        continue each env's own random stream.
+        """
+        if seed is None and not self._ever_reset:
+            seed = self.env_seed
+        self._ever_reset = True
+        local = range(len(self.adapters)) if env_ids is None else env_ids
+        infos: list[dict[str, Any]] = []
+        for j in local:
+            env_seed = None if seed is None else seed + self.start + j
+            infos.append(self._reset_env(j, env_seed))
+            self._waiting.discard(j)
+            self.finished.discard(j)
+            self.done[j] = False
+            self.episodes.clear(j)
+        return infos
+
+    def _reset_env(self, j: int, seed: int | None, clear_step: bool = True) -> dict[str, Any]:
+        """Reset env j. ``clear_step`` False keeps the reward and flags of the step
+        that ended the episode in the buffer (same_step: they describe that step)."""
+        info = self.adapters[j].reset(seed=seed)
+        if self.mode is AutoresetMode.FAST and (seed is not None or self._snapshots[j] is None):
+            self._snapshots[j] = (self.adapters[j].snapshot(), _copy.deepcopy(info))
+        if clear_step:
+            self._clear_step(j)
+        return info
+
+    def _autoreset_env(self, j: int, clear_step: bool) -> dict[str, Any]:
+        if self.mode is AutoresetMode.FAST:
+            snapshot, info = self._snapshots[j]
+            self.adapters[j].restore(snapshot)
+            if clear_step:
+                self._clear_step(j)
+            return _copy.deepcopy(info)
+        return self._reset_env(j, None, clear_step)
+
+    def _clear_step(self, j: int) -> None:
+        row = self._rows[j]
+        row.reward.fill(0.0)
+        row.terminated.fill(False)
+        row.truncated.fill(False)
+
+    # -- step -----------------------------------------------------------------
+
+    def step(self) -> list[dict[str, Any]]:
+        """Step every env with the actions already in the buffer; returns k infos."""
+        if self.finished:
+            j = min(self.finished)
+            raise EnvFinishedError(
+                f"env {self.start + j} finished its episode and autoreset='disabled'; "
+                f"call reset(env_ids=[{self.start + j}]) before stepping it again"
+            )
+        adapters, act_rows, waiting = self.adapters, self._act_rows, self._waiting
+        infos: list[dict[str, Any]] = [None] * len(adapters)  # type: ignore[list-item]
+        if not waiting:
+            for j, adapter in enumerate(adapters):
+                infos[j] = adapter.step(act_rows[j])
+        else:
+            for j, adapter in enumerate(adapters):
+                infos[j] = self._step_waiting(j) if j in waiting else adapter.step(act_rows[j])
+        np.logical_or(self.terminated, self.truncated, out=self._ended)
+        np.all(self._ended, axis=1, out=self.done)
+        self.episodes.add_step(self.reward)
+        was_waiting = waiting
+        if waiting:
+            self._waiting = set()
+            for j in was_waiting:
+                self.episodes.clear(j)
+                if self.mode is AutoresetMode.ONE_EPISODE:
+                    self._waiting.add(j)  # stays finished until reset()
+        if self.done.any():
+            for j in np.flatnonzero(self.done).tolist():
+                if j not in was_waiting:
+                    infos[j] = self._end_episode(j, infos[j])
+        return infos
+
+    def _step_waiting(self, j: int) -> dict[str, Any]:
+        if self.mode is AutoresetMode.NEXT_STEP:
+            return self._autoreset_env(j, clear_step=True)
+        # one_episode: repeat the last observation and done flags, with zero reward.
+        self._rows[j].reward.fill(0.0)
+        return {}
+
+    def _end_episode(self, j: int, info: dict[str, Any]) -> dict[str, Any]:
+        adapter = self.adapters[j]
+        stats = adapter.episode_stats(info)
+        if self.episodes.restarts[j]:
+            stats = {**stats, "restarts": int(self.episodes.restarts[j])}
+        info = dict(info)
+        info["episode"] = self.episodes.summary(j, stats)
+        self.episodes.clear(j)
+        mode = self.mode
+        if mode.keeps_final:
+            g = self.start + j
+            buf, row = self.buffers, self._rows[j]
+            buf.final_obs[g] = row.obs
+            buf.final_state[g] = row.state
+            if row.avail_actions is not None:
+                buf.final_avail_actions[g] = row.avail_actions
+            reset_info = self._autoreset_env(j, clear_step=False)
+            if reset_info:
+                info["reset_info"] = reset_info
+        elif mode is AutoresetMode.DISABLED:
+            self.finished.add(j)
+        else:  # next_step, one_episode
+            self._waiting.add(j)
+        return info
+
+    # -- the rest -------------------------------------------------------------
+
+    def render(self) -> list[Any]:
+        return [adapter.render() for adapter in self.adapters]
+
+    def call(self, name: str, args: tuple = (), kwargs: dict | None = None, env_ids: Sequence[int] | None = None) -> list[Any]:
+        local = range(len(self.adapters)) if env_ids is None else env_ids
+        out = []
+        for j in local:
+            attr = getattr(self.adapters[j].native, name)
+            out.append(attr(*args, **(kwargs or {})) if callable(attr) else attr)
+        return out
+
+    def get_attr(self, name: str, env_ids: Sequence[int] | None = None) -> list[Any]:
+        local = range(len(self.adapters)) if env_ids is None else env_ids
+        return [getattr(self.adapters[j].native, name) for j in local]
+
+    def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
+        local = range(len(self.adapters)) if env_ids is None else env_ids
+        for j, value in zip(local, values):
+            setattr(self.adapters[j].native, name, value)
+
+    def close(self) -> None:
+        errors = []
+        for adapter in self.adapters:
+            try:
+                adapter.close()
+            except Exception as exc:  # close every env even when one fails
+                errors.append(exc)
+        self.adapters = []
+        if errors:
+            raise errors[0]
+

@@ -1,0 +1,98 @@
+"""Random-policy rollouts: what ``marl-vec run`` does, and a baseline for trainers.
+
+Example:
+    >>> import marl_vec as mv
+    >>> venv = mv.make("mpe/simple_spread", num_envs=2)
+    >>> summary = rollout(venv, steps=50, progress=False)
+    >>> summary.env_steps
+    100
+    >>> venv.close()
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from marl_vec.spec import EnvSpec
+from marl_vec.vec.base import StepResult, VecEnv
+
+
+class RandomPolicy:
+    """Uniform over each agent's available actions (or over a Box, clipped to [-1, 1] where unbounded)."""
+
+    def __init__(self, spec: EnvSpec, num_envs: int, seed: int | None = 0):
+        self.spec = spec
+        self.rng = np.random.default_rng(seed)
+        self.num_envs = num_envs
+        if not spec.discrete:
+            low = np.broadcast_to(spec.action.low, spec.action_shape).astype(np.float64)
+            high = np.broadcast_to(spec.action.high, spec.action_shape).astype(np.float64)
+            self.low = np.where(np.isfinite(low), low, -1.0)
+            self.high = np.where(np.isfinite(high), high, 1.0)
+
+    def __call__(self, result: StepResult) -> np.ndarray:
+        if self.spec.discrete:
+            assert result.avail_actions is not None
+            scores = self.rng.random(result.avail_actions.shape)
+            scores[~result.avail_actions] = -1.0
+            return scores.argmax(axis=-1)
+        shape = (self.num_envs, self.spec.n_agents, *self.spec.action_shape)
+        return self.rng.uniform(self.low, self.high, size=shape).astype(self.spec.action.dtype)
+
+
+@dataclass
+class RolloutSummary:
+    env_steps: int
+    seconds: float
+    episodes: int
+    statistics: dict[str, float]
+    returns: list[float] = field(default_factory=list)  # every finished episode's team return, in order
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.env_steps / self.seconds if self.seconds > 0 else float("nan")
+
+    def lines(self) -> list[str]:
+        out = [
+            f"env-steps/s      {self.steps_per_second:,.0f}  ({self.env_steps} env-steps in {self.seconds:.2f} s)",
+            f"episodes         {self.episodes}",
+        ]
+        for key, value in self.statistics.items():
+            if key != "episodes":
+                out.append(f"mean {key:<11} {value:.4g}  (last {min(self.episodes, 100)} episodes)")
+        return out
+
+
+def rollout(
+    venv: VecEnv,
+    steps: int,
+    policy: Callable[[StepResult], Any] | None = None,
+    seed: int | None = 0,
+    progress: bool = True,
+    on_step: Callable[[StepResult], None] | None = None,
+) -> RolloutSummary:
+    """Run ``steps`` batched steps (``steps * num_envs`` env-steps) with ``policy``."""
+    policy = policy or RandomPolicy(venv.spec, venv.num_envs, seed)
+    result = venv.reset()
+    returns: list[float] = []
+    start = time.perf_counter()
+    bar = tqdm(total=steps, unit="step", disable=not progress, desc=f"{venv.num_envs} envs", leave=False)
+    with bar:
+        for _ in range(steps):
+            result = venv.step(policy(result))
+            if result.done.any():
+                returns.extend(
+                    info["episode"]["return"] for info in result.infos if "episode" in info
+                )
+                bar.set_postfix(episodes=len(returns), ret=f"{np.mean(returns[-100:]):.3g}")
+            if on_step is not None:
+                on_step(result)
+            bar.update()
+    seconds = time.perf_counter() - start
+    stats = venv.episode_statistics()
+    return RolloutSummary(steps * venv.num_envs, seconds, int(stats.get("episodes", 0)), stats, returns)

@@ -1,0 +1,327 @@
+"""VecEnv: the batched API every backend shares.
+
+A backend only moves work to where its :class:`~marl_vec.group.EnvGroup`\\ s run
+(this process, worker processes, Ray actors). Validation of actions, the shape
+of results, copying, episode statistics and the closed state live here once.
+
+Example:
+    >>> import gymnasium as gym, numpy as np
+    >>> import marl_vec as mv
+    >>> venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 4, env_seed=0)
+    >>> r = venv.reset()
+    >>> r.obs.shape, r.avail_actions.shape
+    ((4, 1, 4), (4, 1, 2))
+    >>> r = venv.step(np.zeros((4, 1), dtype=np.int64))
+    >>> r.reward.shape, r.done.shape
+    ((4, 1), (4,))
+    >>> venv.close()
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import Any, Sequence
+
+import numpy as np
+
+from marl_vec.buffers import BatchBuffers
+from marl_vec.episode import AutoresetMode, EpisodeStatistics
+from marl_vec.group import EnvFinishedError
+from marl_vec.spec import EnvSpec
+
+
+@dataclass
+class StepResult:
+    """One batched step (or reset). See the table in README.md.
+
+    Shapes, for E envs and A agents: ``obs`` (E, A, *obs_shape), ``state``
+    (E, *state_shape), ``avail_actions`` (E, A, n_actions) or None,
+    ``agent_mask``/``reward``/``terminated``/``truncated`` (E, A), ``done`` (E,).
+    ``final_*`` are set in the same_step and fast modes only, valid where ``done``.
+    """
+
+    obs: np.ndarray
+    state: np.ndarray
+    avail_actions: np.ndarray | None
+    agent_mask: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    done: np.ndarray
+    infos: list[dict[str, Any]]
+    final_obs: np.ndarray | None = None
+    final_state: np.ndarray | None = None
+    final_avail_actions: np.ndarray | None = None
+
+    def __iter__(self):
+        return (getattr(self, f.name) for f in fields(self))
+
+
+class ClosedEnvError(RuntimeError):
+    """Using a VecEnv after ``close()``."""
+
+
+class VecEnv(ABC):
+    """Base class of every backend.
+
+    Subclasses create ``self.buffers`` (a :class:`BatchBuffers`) and implement the
+    underscored methods; everything public is defined here.
+    """
+
+    buffers: BatchBuffers
+
+    def __init__(
+        self,
+        spec: EnvSpec,
+        num_envs: int,
+        autoreset: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        validate: bool = True,
+        stats_window: int = 100,
+    ):
+        self.spec = spec
+        self.num_envs = num_envs
+        self.autoreset = AutoresetMode.parse(autoreset)
+        self.copy = copy
+        self.validate = validate
+        self.statistics = EpisodeStatistics(stats_window)
+        self.closed = False
+        self._waiting = False
+        self._has_reset = False
+        self._agent_ids = spec.agents
+        if spec.discrete:
+            self._n_actions = spec.n_actions
+        else:
+            self._low = np.broadcast_to(np.asarray(spec.action.low, dtype=np.float64), spec.action_shape)
+            self._high = np.broadcast_to(np.asarray(spec.action.high, dtype=np.float64), spec.action_shape)
+
+    # -- what a backend implements --------------------------------------------
+
+    @abstractmethod
+    def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
+        """Reset envs (all when None) into the buffers; return E infos."""
+
+    @abstractmethod
+    def _step_async(self) -> None:
+        """Start stepping every env with the actions in ``self.buffers.actions``."""
+
+    @abstractmethod
+    def _step_wait(self) -> list[dict[str, Any]]:
+        """Wait for the step started by ``_step_async``; return E infos."""
+
+    @abstractmethod
+    def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]: ...
+
+    @abstractmethod
+    def _get_attr(self, name: str, indices: list[int]) -> list[Any]: ...
+
+    @abstractmethod
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None: ...
+
+    @abstractmethod
+    def _render(self) -> list[Any]: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    # -- public API -------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> StepResult:
+        """Reset all envs, or only ``env_ids``; env i gets ``seed + i`` when seeded.
+
+        The first reset without a seed uses the ``env_seed`` given at construction.
+        After a partial reset, the other envs' rows are as their last step left them.
+        """
+        self._check_open()
+        if self._waiting:
+            raise RuntimeError("reset() called while a step is in flight; call step_wait() first")
+        ids = None if env_ids is None else self._check_indices(env_ids)
+        infos = self._reset(seed, ids)
+        self._has_reset = True
+        return self._result(infos)
+
+    def step_async(self, actions: Any) -> None:
+        """Validate ``actions`` and start a step; collect it with :meth:`step_wait`."""
+        self._check_open()
+        if not self._has_reset:
+            raise RuntimeError("call reset() before step()")
+        if self._waiting:
+            raise RuntimeError("step_async() called twice without step_wait()")
+        if self.autoreset is AutoresetMode.DISABLED:
+            self._check_not_finished()
+        self._write_actions(actions)
+        self._step_async()
+        self._waiting = True
+
+    def step_wait(self) -> StepResult:
+        self._check_open()
+        if not self._waiting:
+            raise RuntimeError("step_wait() called without step_async()")
+        try:
+            infos = self._step_wait()
+        finally:
+            self._waiting = False
+        done = self.buffers.done
+        if done.any():
+            self.statistics.add(
+                infos[i]["episode"] for i in np.flatnonzero(done).tolist() if "episode" in infos[i]
+            )
+        return self._result(infos)
+
+    def step(self, actions: Any) -> StepResult:
+        """``step_async`` then ``step_wait``."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def env_info(self) -> dict[str, Any]:
+        """The PyMARL dict: n_agents, obs_shape, state_shape, n_actions, episode_limit."""
+        return self.spec.env_info()
+
+    def episode_statistics(self) -> dict[str, float]:
+        """Means over the last ``stats_window`` (100) finished episodes, plus their count."""
+        return self.statistics.means()
+
+    def render(self) -> list[Any]:
+        """One frame per env (None where the env does not render)."""
+        self._check_open()
+        return self._render()
+
+    def call(self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any) -> list[Any]:
+        """Call method ``name`` of each native env (or read it, if not callable)."""
+        self._check_open()
+        return self._call(name, args, kwargs, self._check_indices(indices))
+
+    def get_attr(self, name: str, indices: Sequence[int] | None = None) -> list[Any]:
+        self._check_open()
+        return self._get_attr(name, self._check_indices(indices))
+
+    def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
+        """Set ``name`` on each env; a list or tuple gives one value per env."""
+        self._check_open()
+        ids = self._check_indices(indices)
+        if isinstance(values, (list, tuple)):
+            if len(values) != len(ids):
+                raise ValueError(f"set_attr got {len(values)} values for {len(ids)} envs")
+            values = list(values)
+        else:
+            values = [values] * len(ids)
+        self._set_attr(name, values, ids)
+
+    def close(self) -> None:
+        """Close every env and release the buffers. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        self._close()
+
+    def __enter__(self) -> "VecEnv":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_envs={self.num_envs}, agents={self.spec.n_agents}, autoreset={self.autoreset.value})"
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvError(f"{type(self).__name__} is closed")
+
+    def _check_indices(self, indices: Sequence[int] | None) -> list[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        ids = [int(i) for i in np.atleast_1d(np.asarray(indices)).tolist()]
+        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        if bad:
+            raise IndexError(f"env indices {bad} out of range [0, {self.num_envs})")
+        return ids
+
+    def _check_not_finished(self) -> None:
+        done = self.buffers.done
+        if done.any():
+            i = int(np.flatnonzero(done)[0])
+            raise EnvFinishedError(
+                f"env {i} finished its episode and autoreset='disabled'; "
+                f"call reset(env_ids=[{i}]) before stepping it again"
+            )
+
+    def _write_actions(self, actions: Any) -> None:
+        buf = self.buffers.actions
+        actions = np.asarray(actions)
+        if self.validate:
+            self._validate(actions)
+        elif actions.shape != buf.shape:
+            raise ValueError(f"actions must have shape {buf.shape}, got {actions.shape}")
+        np.copyto(buf, actions, casting="unsafe")
+
+    def _validate(self, actions: np.ndarray) -> None:
+        spec, buf = self.spec, self.buffers
+        E, A = self.num_envs, spec.n_agents
+        expected = (E, A, *spec.action_shape)
+        if actions.shape != expected:
+            what = "integer per agent" if spec.discrete else f"array of shape {spec.action_shape} per agent"
+            raise ValueError(
+                f"actions must have shape {expected} (num_envs={E}, n_agents={A}, one {what}), got {actions.shape}"
+            )
+        mask = buf.agent_mask
+        if spec.discrete:
+            if actions.dtype.kind not in "iu":
+                raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
+            n = self._n_actions
+            bad = ((actions < 0) | (actions >= n)) & mask
+            if bad.any():
+                e, a = (int(x) for x in np.argwhere(bad)[0])
+                raise ValueError(
+                    f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
+                    f"allowed: 0..{n - 1}"
+                )
+            chosen = np.take_along_axis(buf.avail_actions, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
+            bad = ~chosen & mask
+            if bad.any():
+                e, a = (int(x) for x in np.argwhere(bad)[0])
+                allowed = np.flatnonzero(buf.avail_actions[e, a]).tolist()
+                raise ValueError(
+                    f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
+                    f"available now: {allowed}"
+                )
+        else:
+            if actions.dtype.kind not in "fiu":
+                raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
+            axes = tuple(range(2, actions.ndim))
+            outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
+            bad = (outside.any(axis=axes) if axes else outside) & mask
+            if bad.any():
+                e, a = (int(x) for x in np.argwhere(bad)[0])
+                raise ValueError(
+                    f"action {actions[e, a].tolist()} for env {e}, agent {self._agent_ids[a]!r} is outside "
+                    f"the action space [{spec.action.low.tolist()}, {spec.action.high.tolist()}]"
+                )
+
+    def _result(self, infos: list[dict[str, Any]]) -> StepResult:
+        buf = self.buffers
+        take = np.copy if self.copy else (lambda a: a)
+        keep_final = self.autoreset.keeps_final
+        avail = buf.avail_actions
+        return StepResult(
+            obs=take(buf.obs),
+            state=take(buf.state),
+            avail_actions=None if avail is None else take(avail),
+            agent_mask=take(buf.agent_mask),
+            reward=take(buf.reward),
+            terminated=take(buf.terminated),
+            truncated=take(buf.truncated),
+            done=take(buf.done),
+            infos=infos,
+            final_obs=take(buf.final_obs) if keep_final else None,
+            final_state=take(buf.final_state) if keep_final else None,
+            final_avail_actions=take(buf.final_avail_actions) if keep_final and avail is not None else None,
+        )

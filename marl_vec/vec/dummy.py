@@ -1,0 +1,93 @@
+"""DummyVecEnv: every env in this process, stepped in turn.
+
+The backend for debugging and for envs so cheap that processes do not pay.
+``step_async`` does the work at once; ``step_wait`` only returns it.
+
+Example:
+    >>> import gymnasium as gym, numpy as np
+    >>> import marl_vec as mv
+    >>> with mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, env_seed=0) as venv:
+    ...     r = venv.reset()
+    ...     r = venv.step(np.ones((2, 1), dtype=np.int64))
+    ...     r.obs.shape
+    (2, 1, 4)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from marl_vec.buffers import BatchBuffers
+from marl_vec.envs.registry import as_adapter
+from marl_vec.episode import AutoresetMode
+from marl_vec.group import EnvGroup
+from marl_vec.vec.base import VecEnv
+
+
+class DummyVecEnv(VecEnv):
+    """Runs ``len(env_fns)`` envs in this process.
+
+    Args:
+        env_fns: zero-argument callables returning an adapter, a ``gymnasium.Env``
+            or a PettingZoo ``ParallelEnv``.
+        env_seed: env i is first reset with ``env_seed + i`` (None: unseeded).
+        autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
+        copy: return copies of the buffers (False: views that the next call overwrites).
+        validate: check actions' shape, range and availability.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        env_seed: int | None = 0,
+        autoreset: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        validate: bool = True,
+        stats_window: int = 100,
+    ):
+        if not env_fns:
+            raise ValueError("DummyVecEnv needs at least one env_fn")
+        adapters = [as_adapter(fn()) for fn in env_fns]
+        try:
+            spec = adapters[0].spec
+            super().__init__(spec, len(adapters), autoreset, copy, validate, stats_window)
+            self.buffers = BatchBuffers(spec, len(adapters))
+            self.group = EnvGroup(env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters)
+        except BaseException:
+            for adapter in adapters:
+                adapter.close()
+            raise
+        self._infos: list[dict[str, Any]] = []
+
+    def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
+        infos = self.group.reset(seed, env_ids)
+        if env_ids is None:
+            return infos
+        out: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i, info in zip(env_ids, infos):
+            out[i] = info
+        return out
+
+    def _step_async(self) -> None:
+        self._infos = self.group.step()
+
+    def _step_wait(self) -> list[dict[str, Any]]:
+        infos, self._infos = self._infos, []
+        return infos
+
+    def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
+        return self.group.call(name, args, kwargs, indices)
+
+    def _get_attr(self, name: str, indices: list[int]) -> list[Any]:
+        return self.group.get_attr(name, indices)
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        self.group.set_attr(name, values, indices)
+
+    def _render(self) -> list[Any]:
+        return self.group.render()
+
+    def _close(self) -> None:
+        group = getattr(self, "group", None)
+        if group is not None:
+            group.close()
