@@ -133,29 +133,31 @@ class PettingZooAdapter(MultiAgentEnv):
     # -- writing results ----------------------------------------------------------
 
     def _write(self, obs: dict, infos: dict) -> None:
-        row, live = self.row, self.env.agents
+        row, index = self.row, self._index
         row.obs.fill(0)
+        # Every agent the env still reports on gets its observation, also at the
+        # step it leaves (its last one); only agents still in `agents` are alive.
+        for agent, ob in obs.items():
+            i = index[agent]
+            self._obs_views[i][...] = ob["observation"] if self._obs_has_mask[i] else ob
         row.agent_mask.fill(False)
         avail = row.avail_actions
         if avail is not None:
             avail.fill(False)
             avail[:, 0] = True  # dead agents may only take the no-op
-        for agent in live:
-            i = self._index[agent]
+        for agent in self.env.agents:
+            i = index[agent]
             row.agent_mask[i] = True
-            ob = obs.get(agent)
+            if avail is None:
+                continue
             mask = None
-            if ob is not None:
-                if self._obs_has_mask[i]:
-                    mask = ob["action_mask"]
-                    ob = ob["observation"]
-                self._obs_views[i][...] = ob
-            if avail is not None:
-                if mask is None:
-                    info = infos.get(agent)
-                    mask = info.get("action_mask") if info else None
-                n = self._n_native[i]
-                avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+            if self._obs_has_mask[i] and agent in obs:
+                mask = obs[agent]["action_mask"]
+            else:
+                info = infos.get(agent)
+                mask = info.get("action_mask") if info else None
+            n = self._n_native[i]
+            avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
         if self._has_state:
             row.state[...] = self.env.state()
         else:

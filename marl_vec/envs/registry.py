@@ -90,11 +90,13 @@ def as_adapter(env: Any) -> MultiAgentEnv:
         from marl_vec.envs.gym import GymAdapter
 
         return GymAdapter(env)
-    if hasattr(env, "possible_agents") and hasattr(env, "step") and hasattr(env, "reset"):
+    import pettingzoo
+
+    if isinstance(env, pettingzoo.ParallelEnv):
         from marl_vec.envs.pettingzoo import PettingZooAdapter
 
-        if not hasattr(env, "agent_selection"):
-            return PettingZooAdapter(env)
+        return PettingZooAdapter(env)
+    if isinstance(env, pettingzoo.AECEnv):
         raise TypeError(
             f"{type(env).__name__} is a PettingZoo AEC env; pass its parallel version "
             "(module.parallel_env() or pettingzoo.utils.conversions.aec_to_parallel)"

@@ -1,0 +1,69 @@
+"""YAML configs: every shipped one loads and builds; mistakes fail at load time naming key and allowed values."""
+
+from __future__ import annotations
+
+import pytest
+
+import marl_vec as mv
+from marl_vec.config import ConfigError, load_config, shipped_configs
+
+CORE_CONFIGS = ["mpe/simple_spread", "mpe/simple_tag", "mpe/simple_adversary", "gym/cartpole",
+                "pettingzoo/pistonball", "sisl/multiwalker", "magent2/battle"]
+
+
+def test_the_foundation_configs_are_shipped():
+    assert set(CORE_CONFIGS) <= set(shipped_configs())
+
+
+@pytest.mark.parametrize("name", CORE_CONFIGS)
+def test_shipped_config_builds_and_steps(name):
+    from marl_vec.rollout import RandomPolicy
+
+    venv = mv.make(name, num_envs=2)
+    r = venv.reset()
+    r = venv.step(RandomPolicy(venv.spec, 2)(r))
+    assert r.obs.shape[:2] == (2, venv.spec.n_agents)
+    venv.close()
+
+
+def test_defaults_and_overrides():
+    cfg = load_config()
+    assert cfg.env.id == "mpe2.simple_spread_v3" and cfg.vec.num_envs == 8 and cfg.vec.backend == "dummy"
+    cfg = load_config("mpe/simple_spread", {"vec.num_envs": 32, "env.kwargs.N": 4})
+    assert cfg.vec.num_envs == 32 and cfg.env.kwargs["N"] == 4
+    venv = mv.make({"env": {"family": "gym", "id": "CartPole-v1"}}, num_envs=3, autoreset="next_step")
+    assert venv.num_envs == 3 and venv.autoreset is mv.AutoresetMode.NEXT_STEP
+    venv.close()
+
+
+def test_unknown_key_names_it_and_the_allowed_keys(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env: {family: gym, id: CartPole-v1}\nvec: {num_env: 4}\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'vec.num_env'; allowed here: num_envs, backend, env_seed"):
+        load_config(path)
+
+
+def test_unknown_value_names_the_allowed_values():
+    with pytest.raises(ConfigError, match=r"vec.backend: 'threads' is not allowed: Input should be 'dummy', 'subproc' or 'ray'"):
+        mv.make("gym/cartpole", backend="threads")
+    with pytest.raises(ConfigError, match=r"env.family: 'unity' is not allowed: Input should be 'gym', 'atari'"):
+        load_config({"env": {"family": "unity", "id": "x"}})
+    with pytest.raises(ConfigError, match=r"vec.num_envs: 0 is not allowed"):
+        load_config("gym/cartpole", {"vec.num_envs": 0})
+
+
+def test_missing_keys_and_files():
+    with pytest.raises(ConfigError, match=r"missing key 'env.id'"):
+        load_config({"env": {"family": "gym"}})
+    with pytest.raises(ConfigError, match=r"no config file 'mpe/simple_sprad'.*mpe/simple_spread"):
+        load_config("mpe/simple_sprad")
+
+
+def test_backend_options_on_the_wrong_backend_fail():
+    with pytest.raises(ConfigError, match="vec.num_workers applies to the subproc and ray backends, not to backend 'dummy'"):
+        mv.make("gym/cartpole", num_workers=2)
+
+
+def test_bad_env_id_fails_naming_it():
+    with pytest.raises(ImportError, match=r"mpe2.simple_sprd_v3 is needed .*pip install 'marl_vec\[pettingzoo\]'"):
+        mv.make({"env": {"family": "pettingzoo", "id": "mpe2.simple_sprd_v3"}})
