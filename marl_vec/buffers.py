@@ -37,14 +37,14 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     layout = [
         ("actions", (E, A, *spec.action_shape), spec.action.dtype),
         ("obs", (E, A, *spec.obs_shape), spec.obs_dtype),
-        ("state", (E, *spec.state_shape), spec.state_dtype),
+        *([] if spec.state_is_obs else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
         ("reward", (E, A), np.dtype(np.float32)),
         ("terminated", (E, A), np.dtype(bool)),
         ("truncated", (E, A), np.dtype(bool)),
         ("done", (E,), np.dtype(bool)),
         ("final_obs", (E, A, *spec.obs_shape), spec.obs_dtype),
-        ("final_state", (E, *spec.state_shape), spec.state_dtype),
+        *([] if spec.state_is_obs else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
     ]
     if spec.discrete:
         n = spec.n_actions
@@ -115,10 +115,7 @@ class BatchBuffers:
         self._owner = False
         offsets, total = _layout_offsets(self.layout)
         if attach is not None:
-            self._shm = shared_memory.SharedMemory(name=attach)
-            # The creating process owns the block; a worker must not let its
-            # resource tracker unlink it (Python < 3.13 registers on attach too).
-            _untrack(self._shm)
+            self._shm = _attach_untracked(attach)
         elif shared:
             self._shm = shared_memory.SharedMemory(create=True, size=total)
             self._owner = True
@@ -132,6 +129,10 @@ class BatchBuffers:
             else:
                 array = np.zeros(shape, dtype=dtype)
             setattr(self, name, array)
+        if spec.state_is_obs:
+            # (E, A, *obs_shape) and (E, *state_shape) are the same memory.
+            self.state = self.obs.reshape((num_envs, *spec.state_shape))
+            self.final_state = self.final_obs.reshape((num_envs, *spec.state_shape))
         self._rows = [self._make_row(i) for i in range(num_envs)]
 
     @property
@@ -146,7 +147,7 @@ class BatchBuffers:
         return RowViews(
             actions=self.actions[i],
             obs=self.obs[i],
-            state=self.state[i],
+            state=self.state[i, ...],  # a 0-d view, not a scalar, when the state is a scalar
             avail_actions=None if self.avail_actions is None else self.avail_actions[i],
             agent_mask=self.agent_mask[i],
             reward=self.reward[i],
@@ -193,8 +194,28 @@ class BatchBuffers:
             pass
 
 
-def _untrack(shm: shared_memory.SharedMemory) -> None:
+def _attach_untracked(name: str) -> shared_memory.SharedMemory:
+    """Attach to block ``name`` without telling the resource tracker.
+
+    The creating process owns the block. Worker processes (fork, spawn and
+    forkserver alike) share their parent's resource tracker, so a worker that
+    registered on attach (Python < 3.13 does) and unregistered afterwards would
+    remove the *owner's* registration: the block would then leak if the owner were
+    killed, and the owner's own unlink would make the tracker print a KeyError.
+    So the attach is never registered at all.
+    """
     try:
-        resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
-    except Exception:
+        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
+    except TypeError:
         pass
+    register = resource_tracker.register
+
+    def register_all_but_shm(res_name: str, rtype: str) -> None:
+        if rtype != "shared_memory":
+            register(res_name, rtype)
+
+    resource_tracker.register = register_all_but_shm  # type: ignore[assignment]
+    try:
+        return shared_memory.SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register  # type: ignore[assignment]

@@ -102,6 +102,10 @@ class EnvSpec:
     stats: tuple[str, ...] = ()
     # Whether the adapter can snapshot its first reset and restore it (autoreset="fast").
     snapshots: bool = False
+    # The state is the agents' observations concatenated (for one agent: its
+    # observation). The buffers then share one array for both, so adapters write
+    # only observations and the state costs nothing.
+    state_is_obs: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
@@ -111,6 +115,11 @@ class EnvSpec:
         object.__setattr__(self, "state_dtype", np.dtype(self.state_dtype))
         if not self.agents:
             raise ValueError("EnvSpec needs at least one agent")
+        if self.state_is_obs and (
+            int(np.prod(self.state_shape)) != len(self.agents) * int(np.prod(self.obs_shape))
+            or self.state_dtype != self.obs_dtype
+        ):
+            raise ValueError("state_is_obs needs a state of the observations' dtype and of n_agents times their size")
         if len(set(self.agents)) != len(self.agents):
             raise ValueError(f"EnvSpec agent ids must be unique, got {self.agents}")
 

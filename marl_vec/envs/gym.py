@@ -65,13 +65,13 @@ class GymAdapter(MultiAgentEnv):
             state_dtype=obs_space.dtype,
             action=action,
             episode_limit=episode_limit_of(env),
+            state_is_obs=True,
         )
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
         # Views of agent 0; `[0, ...]` keeps a 0-d view for scalar (Discrete) observations.
-        self._obs = row.obs[0, ...]
-        self._state = row.state
+        self._obs = row.obs[0, ...]  # also the state: spec.state_is_obs
         self._reward = row.reward
         self._terminated = row.terminated
         self._truncated = row.truncated
@@ -84,17 +84,15 @@ class GymAdapter(MultiAgentEnv):
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, info = self.env.reset(seed=seed)
         self._obs[...] = obs
-        self._state[...] = obs
         return info
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         if self._discrete:
-            action = actions[0] if not self._action_start else int(actions[0]) + self._action_start
+            action = actions[0] if not self._action_start else actions.item() + self._action_start
         else:
             action = actions[0]
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._obs[...] = obs
-        self._state[...] = obs
         self._reward[0] = reward
         self._terminated[0] = terminated
         self._truncated[0] = truncated

@@ -9,7 +9,9 @@ Conventions (see README.md, "PettingZoo"):
 - Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
   ``infos[agent]["action_mask"]``; otherwise every native action is available.
 - State: ``env.state()`` where the env has a ``state_space``, else the agents'
-  (padded) observations concatenated.
+  (padded) observations concatenated, sharing memory with ``obs`` (free). mpe2's
+  ``state()`` is defined as that concatenation, so for mpe2 envs with unpadded
+  observations the adapter uses the observations it already has.
 - An agent that leaves ``env.agents`` is dead from then on: mask False, zero
   observation and reward, only action 0 available (SMAC's no-op rule); its
   terminated/truncated flags stay as the env last said. At the step it leaves, its
@@ -44,6 +46,21 @@ def _episode_limit(env: Any) -> int | None:
         if isinstance(limit, (int, np.integer)) and limit > 0:
             return int(limit)
     return None
+
+
+def _state_is_concatenated_obs(env: Any) -> bool:
+    """True for envs whose ``state()`` is, by its definition, every agent's observation concatenated.
+
+    mpe2's ``SimpleEnv.state()`` recomputes each observation and concatenates them;
+    for those envs the adapter takes the observations it already has (a parity
+    test checks the values against ``env.state()``).
+    """
+    try:
+        from mpe2._mpe_utils.simple_env import SimpleEnv
+    except ImportError:
+        return False
+    unwrapped = getattr(env, "unwrapped", None)
+    return isinstance(unwrapped, SimpleEnv) and type(unwrapped).state is SimpleEnv.state
 
 
 class PettingZooAdapter(MultiAgentEnv):
@@ -90,7 +107,9 @@ class PettingZooAdapter(MultiAgentEnv):
         else:
             raise TypeError(f"{name}: agents mix Discrete and Box action spaces; marl_vec needs one kind")
 
-        self._has_state = self._env_has_state(env)
+        # Where the env's state is its agents' observations concatenated, take the
+        # observations already written instead of computing them twice.
+        self._has_state = self._env_has_state(env) and not (_state_is_concatenated_obs(env) and not obs_padded)
         if self._has_state:
             state_space = env.state_space
             state_shape, state_dtype = tuple(state_space.shape), np.dtype(state_space.dtype)
@@ -106,6 +125,7 @@ class PettingZooAdapter(MultiAgentEnv):
             episode_limit=_episode_limit(env),
             obs_padded=obs_padded,
             actions_padded=actions_padded,
+            state_is_obs=not self._has_state,
         )
 
     @staticmethod
@@ -125,7 +145,6 @@ class PettingZooAdapter(MultiAgentEnv):
                 self._obs_views.append(row.obs[i][: int(np.prod(shape))].reshape(shape))
             else:
                 self._obs_views.append(row.obs[i][tuple(slice(0, d) for d in shape)])
-        self._flat_obs = row.obs.reshape(-1)
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
         self._dead_term = np.zeros(len(self.agent_ids), dtype=bool)
         self._dead_trunc = np.zeros(len(self.agent_ids), dtype=bool)
@@ -160,8 +179,7 @@ class PettingZooAdapter(MultiAgentEnv):
             avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
         if self._has_state:
             row.state[...] = self.env.state()
-        else:
-            row.state[...] = self._flat_obs
+        # else: the buffers' state is these observations (spec.state_is_obs)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, infos = self.env.reset(seed=seed)

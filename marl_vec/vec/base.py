@@ -92,6 +92,11 @@ class VecEnv(ABC):
         self._agent_ids = spec.agents
         if spec.discrete:
             self._n_actions = spec.n_actions
+            # Scratch for the allocation-free availability check: flat index of
+            # (env, agent, action) = base + action.
+            self._flat_base = np.arange(num_envs * spec.n_agents, dtype=np.int64) * spec.n_actions
+            self._flat_index = np.empty_like(self._flat_base)
+            self._chosen = np.empty(num_envs * spec.n_agents, dtype=bool)
         else:
             self._low = np.broadcast_to(np.asarray(spec.action.low, dtype=np.float64), spec.action_shape)
             self._high = np.broadcast_to(np.asarray(spec.action.high, dtype=np.float64), spec.action_shape)
@@ -276,23 +281,9 @@ class VecEnv(ABC):
         if spec.discrete:
             if actions.dtype.kind not in "iu":
                 raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
-            n = self._n_actions
-            bad = ((actions < 0) | (actions >= n)) & mask
-            if bad.any():
-                e, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(
-                    f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
-                    f"allowed: 0..{n - 1}"
-                )
-            chosen = np.take_along_axis(buf.avail_actions, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
-            bad = ~chosen & mask
-            if bad.any():
-                e, a = (int(x) for x in np.argwhere(bad)[0])
-                allowed = np.flatnonzero(buf.avail_actions[e, a]).tolist()
-                raise ValueError(
-                    f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
-                    f"available now: {allowed}"
-                )
+            if self._all_available(actions):
+                return
+            self._explain_discrete(actions, mask)
         else:
             if actions.dtype.kind not in "fiu":
                 raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
@@ -305,6 +296,38 @@ class VecEnv(ABC):
                     f"action {actions[e, a].tolist()} for env {e}, agent {self._agent_ids[a]!r} is outside "
                     f"the action space [{spec.action.low.tolist()}, {spec.action.high.tolist()}]"
                 )
+
+    def _all_available(self, actions: np.ndarray) -> bool:
+        """The common case, checked without allocating: every action in range and available."""
+        n = self._n_actions
+        if actions.min() < 0 or actions.max() >= n:
+            return False
+        np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
+        np.take(self.buffers.avail_actions.reshape(-1), self._flat_index, out=self._chosen)
+        return bool(self._chosen.all())
+
+    def _explain_discrete(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        """Raise for the first live agent whose action is out of range or unavailable.
+
+        Returns quietly when only dead agents' actions were off: those are ignored.
+        """
+        n, avail = self._n_actions, self.buffers.avail_actions
+        bad = ((actions < 0) | (actions >= n)) & mask
+        if bad.any():
+            e, a = (int(x) for x in np.argwhere(bad)[0])
+            raise ValueError(
+                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
+                f"allowed: 0..{n - 1}"
+            )
+        chosen = np.take_along_axis(avail, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
+        bad = ~chosen & mask
+        if bad.any():
+            e, a = (int(x) for x in np.argwhere(bad)[0])
+            allowed = np.flatnonzero(avail[e, a]).tolist()
+            raise ValueError(
+                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
+                f"available now: {allowed}"
+            )
 
     def _result(self, infos: list[dict[str, Any]]) -> StepResult:
         buf = self.buffers

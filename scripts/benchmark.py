@@ -1,0 +1,233 @@
+#!/usr/bin/env python
+"""Throughput of marl_vec against a plain Python loop over the same envs, as ratios in one run.
+
+    python scripts/benchmark.py                 # the core suite: DummyVecEnv
+    python scripts/benchmark.py --suite all     # every suite whose dependencies are installed
+    python scripts/benchmark.py --seconds 2     # longer, steadier measurements
+
+The machines are shared and noisy, so each case runs its candidates in turns
+(round-robin, several rounds) and keeps each one's best round; only ratios
+within one run are meaningful. Other suites live beside this file as
+``benchmark_<suite>.py`` with a ``main(argv)``.
+
+Core suite: CartPole with 1, 8 and 64 envs (plain loop, gymnasium SyncVectorEnv,
+DummyVecEnv) and mpe2 simple_spread with 1, 8 and 32 envs (plain loop, DummyVecEnv).
+"DummyVecEnv" uses the defaults (copies returned, actions validated); "lean" is
+``copy=False, validate=False``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import marl_vec as mv  # noqa: E402
+
+SUITES = ("core", "subproc", "atari", "football", "ray")
+CLOCK = time.perf_counter  # --clock cpu: time.process_time, for the in-process core suite
+
+
+# -- measuring -------------------------------------------------------------------
+
+class Candidate:
+    """Something that can run ``steps`` batched steps; ``setup`` builds it, ``close`` frees it."""
+
+    def __init__(self, name: str, setup: Callable[[], Callable[[int], None]], teardown: Callable[[], None] | None = None):
+        self.name, self.setup, self.teardown = name, setup, teardown
+        self.best = 0.0
+
+
+def measure(cases: list[Candidate], num_envs: int, seconds: float, rounds: int = 5,
+            clock: Callable[[], float] = time.perf_counter) -> None:
+    """Round-robin ``rounds`` times; each candidate keeps its best env-steps/s.
+
+    ``clock``: wall time by default. Candidates that run wholly in this process
+    may pass ``time.process_time``: CPU time is not inflated by other programs
+    taking the cores, which on a shared machine is most of the noise.
+    """
+    runners = [(c, c.setup()) for c in cases]
+    for c, run in runners:
+        run(5)  # warm-up: first resets, caches
+    for _ in range(rounds):
+        for c, run in runners:
+            steps, start = 0, clock()
+            while True:
+                run(20)
+                steps += 20
+                elapsed = clock() - start
+                if elapsed >= seconds / rounds:
+                    break
+            c.best = max(c.best, steps * num_envs / elapsed)
+    for c, _ in runners:
+        if c.teardown:
+            c.teardown()
+
+
+def report(title: str, cases: list[Candidate], baseline: str = "plain loop") -> list[str]:
+    base = next(c.best for c in cases if c.name == baseline)
+    lines = [title]
+    for c in cases:
+        lines.append(f"  {c.name:<28} {c.best:>12,.0f} env-steps/s   {c.best / base:5.2f}x")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+# -- candidates ----------------------------------------------------------------
+
+def plain_gym_loop(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    def setup():
+        envs = [make_env() for _ in range(n)]
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                a = actions[t[0] % len(actions)]
+                t[0] += 1
+                for i, env in enumerate(envs):
+                    _, _, term, trunc, _ = env.step(a[i, 0])
+                    if term or trunc:
+                        env.reset()
+        candidate.teardown = lambda: [e.close() for e in envs]
+        return run
+
+    candidate = Candidate("plain loop", setup)
+    return candidate
+
+
+def plain_parallel_loop(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    def setup():
+        envs = [make_env() for _ in range(n)]
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+        agents = list(envs[0].possible_agents)
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                a = actions[t[0] % len(actions)]
+                t[0] += 1
+                for i, env in enumerate(envs):
+                    env.step({agent: int(a[i, j]) for j, agent in enumerate(agents) if agent in env.agents})
+                    if not env.agents:
+                        env.reset()
+        candidate.teardown = lambda: [e.close() for e in envs]
+        return run
+
+    candidate = Candidate("plain loop", setup)
+    return candidate
+
+
+def gym_sync(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    import gymnasium as gym
+
+    def setup():
+        venv = gym.vector.SyncVectorEnv([make_env] * n)
+        venv.reset(seed=0)
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                venv.step(actions[t[0] % len(actions)][:, 0])
+                t[0] += 1
+        candidate.teardown = venv.close
+        return run
+
+    candidate = Candidate("gymnasium SyncVectorEnv", setup)
+    return candidate
+
+
+def marl_vec_candidate(name: str, make_venv: Callable[[], mv.VecEnv], actions: np.ndarray) -> Candidate:
+    def setup():
+        venv = make_venv()
+        venv.reset()
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                venv.step(actions[t[0] % len(actions)])
+                t[0] += 1
+        candidate.teardown = venv.close
+        return run
+
+    candidate = Candidate(name, setup)
+    return candidate
+
+
+# -- the core suite ------------------------------------------------------------
+
+def core(seconds: float) -> list[str]:
+    import functools
+
+    import gymnasium as gym
+    from mpe2 import simple_spread_v3
+
+    lines: list[str] = []
+    rng = np.random.default_rng(0)
+    cartpole = functools.partial(gym.make, "CartPole-v1")
+    for n in (1, 8, 64):
+        actions = rng.integers(0, 2, size=(256, n, 1))
+        cases = [
+            plain_gym_loop(cartpole, n, actions),
+            gym_sync(cartpole, n, actions),
+            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([cartpole] * n), actions),
+            marl_vec_candidate("DummyVecEnv lean", lambda: mv.DummyVecEnv([cartpole] * n, copy=False, validate=False), actions),
+        ]
+        measure(cases, n, seconds, clock=CLOCK)
+        lines += report(f"CartPole-v1 x {n}", cases)
+    spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
+    for n in (1, 8, 32):
+        actions = rng.integers(1, 5, size=(256, n, 3))
+        cases = [
+            plain_parallel_loop(spread, n, actions),
+            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
+            marl_vec_candidate("DummyVecEnv lean", lambda: mv.DummyVecEnv([spread] * n, copy=False, validate=False), actions),
+        ]
+        measure(cases, n, seconds, clock=CLOCK)
+        lines += report(f"mpe2 simple_spread x {n}", cases)
+    return lines
+
+
+def run_suite(name: str, seconds: float) -> None:
+    if name == "core":
+        core(seconds)
+        return
+    path = HERE / f"benchmark_{name}.py"
+    if not path.exists():
+        print(f"[{name}] no {path.name}; skipped", flush=True)
+        return
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    try:
+        module.main(["--seconds", str(seconds)])
+    except mv.envs.MissingExtraError as exc:
+        print(f"[{name}] skipped: {exc}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", choices=(*SUITES, "all"), default="core")
+    parser.add_argument("--seconds", type=float, default=1.5, help="time per candidate per case (split over 5 rounds)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="core suite only: cpu measures this process's CPU time, steadier on a busy machine")
+    args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    for name in SUITES if args.suite == "all" else (args.suite,):
+        run_suite(name, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
