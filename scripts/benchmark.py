@@ -39,10 +39,11 @@ CLOCK = time.perf_counter  # --clock cpu: time.process_time, for the in-process 
 # -- measuring -------------------------------------------------------------------
 
 class Candidate:
-    """Something that can run ``steps`` batched steps; ``setup`` builds it, ``close`` frees it."""
+    """``setup()`` builds it and returns ``run(steps)``; ``teardown`` frees it."""
 
-    def __init__(self, name: str, setup: Callable[[], Callable[[int], None]], teardown: Callable[[], None] | None = None):
-        self.name, self.setup, self.teardown = name, setup, teardown
+    def __init__(self, name: str, setup: Callable[[], Callable[[int], None]]):
+        self.name, self.setup = name, setup
+        self.teardown: Callable[[], object] | None = None
         self.best = 0.0
 
 
@@ -83,85 +84,82 @@ def report(title: str, cases: list[Candidate], baseline: str = "plain loop") -> 
 
 # -- candidates ----------------------------------------------------------------
 
-def plain_gym_loop(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
-    def setup():
-        envs = [make_env() for _ in range(n)]
-        for i, env in enumerate(envs):
-            env.reset(seed=i)
+def candidate(name: str, build: Callable[[], tuple[Callable[[np.ndarray], None], Callable[[], None]]],
+              actions: np.ndarray) -> Candidate:
+    """``build()`` returns (step one batch with these actions, close); actions cycle through ``actions``."""
+    def setup() -> Callable[[int], None]:
+        step_batch, close = build()
+        cand.teardown = close
         t = [0]
 
         def run(steps: int) -> None:
             for _ in range(steps):
-                a = actions[t[0] % len(actions)]
+                step_batch(actions[t[0] % len(actions)])
                 t[0] += 1
-                for i, env in enumerate(envs):
-                    _, _, term, trunc, _ = env.step(a[i, 0])
-                    if term or trunc:
-                        env.reset()
-        candidate.teardown = lambda: [e.close() for e in envs]
         return run
 
-    candidate = Candidate("plain loop", setup)
-    return candidate
+    cand = Candidate(name, setup)
+    return cand
+
+
+def plain_gym_loop(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    """What a user writes without a vector env: step each env, reset it when it ends."""
+    def build():
+        envs = [make_env() for _ in range(n)]
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+
+        def step_batch(a: np.ndarray) -> None:
+            for i, env in enumerate(envs):
+                _, _, term, trunc, _ = env.step(a[i, 0])
+                if term or trunc:
+                    env.reset()
+        return step_batch, lambda: [e.close() for e in envs]
+
+    return candidate("plain loop", build, actions)
 
 
 def plain_parallel_loop(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
-    def setup():
+    """The same for PettingZoo ParallelEnvs."""
+    def build():
         envs = [make_env() for _ in range(n)]
         for i, env in enumerate(envs):
             env.reset(seed=i)
         agents = list(envs[0].possible_agents)
-        t = [0]
 
-        def run(steps: int) -> None:
-            for _ in range(steps):
-                a = actions[t[0] % len(actions)]
-                t[0] += 1
-                for i, env in enumerate(envs):
-                    env.step({agent: int(a[i, j]) for j, agent in enumerate(agents) if agent in env.agents})
-                    if not env.agents:
-                        env.reset()
-        candidate.teardown = lambda: [e.close() for e in envs]
-        return run
+        def step_batch(a: np.ndarray) -> None:
+            for i, env in enumerate(envs):
+                env.step({agent: int(a[i, j]) for j, agent in enumerate(agents) if agent in env.agents})
+                if not env.agents:
+                    env.reset()
+        return step_batch, lambda: [e.close() for e in envs]
 
-    candidate = Candidate("plain loop", setup)
-    return candidate
+    return candidate("plain loop", build, actions)
+
+
+def gym_vector(name: str, make_vector_env: Callable, actions: np.ndarray) -> Candidate:
+    """A gymnasium VectorEnv (SyncVectorEnv, AsyncVectorEnv); drops the agent axis of the actions."""
+    def build():
+        venv = make_vector_env()
+        venv.reset(seed=0)
+        return (lambda a: venv.step(a[:, 0])), venv.close
+
+    return candidate(name, build, actions)
 
 
 def gym_sync(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
     import gymnasium as gym
 
-    def setup():
-        venv = gym.vector.SyncVectorEnv([make_env] * n)
-        venv.reset(seed=0)
-        t = [0]
-
-        def run(steps: int) -> None:
-            for _ in range(steps):
-                venv.step(actions[t[0] % len(actions)][:, 0])
-                t[0] += 1
-        candidate.teardown = venv.close
-        return run
-
-    candidate = Candidate("gymnasium SyncVectorEnv", setup)
-    return candidate
+    return gym_vector("gymnasium SyncVectorEnv", lambda: gym.vector.SyncVectorEnv([make_env] * n), actions)
 
 
 def marl_vec_candidate(name: str, make_venv: Callable[[], mv.VecEnv], actions: np.ndarray) -> Candidate:
-    def setup():
+    def build():
         venv = make_venv()
         venv.reset()
-        t = [0]
+        return venv.step, venv.close
 
-        def run(steps: int) -> None:
-            for _ in range(steps):
-                venv.step(actions[t[0] % len(actions)])
-                t[0] += 1
-        candidate.teardown = venv.close
-        return run
-
-    candidate = Candidate(name, setup)
-    return candidate
+    return candidate(name, build, actions)
 
 
 # -- the core suite ------------------------------------------------------------
