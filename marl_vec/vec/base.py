@@ -330,21 +330,38 @@ class VecEnv(ABC):
             )
 
     def _result(self, infos: list[dict[str, Any]]) -> StepResult:
-        buf = self.buffers
-        take = np.copy if self.copy else (lambda a: a)
-        keep_final = self.autoreset.keeps_final
+        buf, spec = self.buffers, self.spec
         avail = buf.avail_actions
+        if not self.copy:
+            return StepResult(
+                buf.obs, buf.state, avail, buf.agent_mask, buf.reward, buf.terminated, buf.truncated,
+                buf.done, infos, *((buf.final_obs, buf.final_state, buf.final_avail_actions)
+                                   if self.autoreset.keeps_final else (None, None, None)),
+            )
+        obs = buf.obs.copy()
+        # Where the state is the observations concatenated, its copy is a view of theirs.
+        state = obs.reshape(buf.state.shape) if spec.state_is_obs else buf.state.copy()
+        final: tuple[Any, Any, Any] = (None, None, None)
+        if self.autoreset.keeps_final:
+            final = self._final_copies(buf)
         return StepResult(
-            obs=take(buf.obs),
-            state=take(buf.state),
-            avail_actions=None if avail is None else take(avail),
-            agent_mask=take(buf.agent_mask),
-            reward=take(buf.reward),
-            terminated=take(buf.terminated),
-            truncated=take(buf.truncated),
-            done=take(buf.done),
-            infos=infos,
-            final_obs=take(buf.final_obs) if keep_final else None,
-            final_state=take(buf.final_state) if keep_final else None,
-            final_avail_actions=take(buf.final_avail_actions) if keep_final and avail is not None else None,
+            obs, state, None if avail is None else avail.copy(), buf.agent_mask.copy(), buf.reward.copy(),
+            buf.terminated.copy(), buf.truncated.copy(), buf.done.copy(), infos, *final,
         )
+
+    def _final_copies(self, buf: BatchBuffers) -> tuple[Any, Any, Any]:
+        """``final_*`` are valid only where an env finished. On the many steps where
+        none did, return read-only zero arrays made once instead of copying
+        (for pixel observations these copies would dominate the step)."""
+        avail = buf.final_avail_actions
+        if not buf.done.any():
+            if getattr(self, "_no_final", None) is None:
+                zeros = [np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
+                for z in zeros:
+                    z.flags.writeable = False
+                self._no_final = (*zeros, None) if avail is None else tuple(zeros)
+            return self._no_final  # type: ignore[return-value]
+        final_obs = buf.final_obs.copy()
+        final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
+                       else buf.final_state.copy())
+        return final_obs, final_state, None if avail is None else avail.copy()
