@@ -1,0 +1,22 @@
+"""Faces of marl_vec for other ecosystems.
+
+- :class:`GymVectorEnv`: a ``gymnasium.vector.VectorEnv`` over any single-agent
+  marl_vec VecEnv, so gymnasium-based trainers (CleanRL style) run unchanged.
+- :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
+  gymnasium's next-step autoreset.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import marl_vec as mv
+    >>> from marl_vec.compat import GymVectorEnv
+    >>> envs = GymVectorEnv(mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2))
+    >>> obs, infos = envs.reset(seed=0)
+    >>> obs.shape, envs.single_action_space
+    ((2, 4), Discrete(2))
+    >>> envs.close()
+"""
+
+from marl_vec.compat.batch_of_one import BatchOfOne
+from marl_vec.compat.gym_vector import GymVectorEnv
+
+__all__ = ["GymVectorEnv", "BatchOfOne"]
