@@ -13,6 +13,7 @@ preallocated outputs.
 from __future__ import annotations
 
 import copy as _copy
+import traceback
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -37,6 +38,25 @@ class EnvGroup:
         start: global index of this group's first env (for seeds and messages).
         autoreset: an :class:`AutoresetMode`.
         env_seed: env ``start + j`` is first reset with ``env_seed + start + j``.
+        row_offset: global index of row 0 of ``buffers`` (0: the buffers hold the
+            whole batch; a Ray actor's buffers hold only its own block).
+        adapters: adapters already built from ``env_fns`` (else they are built here).
+        restart_on_error: per-env retry budget. When an env's ``step`` or ``reset``
+            raises and the env has restarted fewer than this many times, it is closed,
+            rebuilt from its env_fn, bound to the same row and reset (with a seed
+            derived from ``env_seed``, its index and its restart count); a failed step
+            ends the episode as truncated for every agent with ``infos[j]["restarted"]``
+            True, and the episode summary counts ``restarts``. Otherwise the original
+            exception propagates, with ``marl_vec_env_index`` set and a note naming the env.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from marl_vec.envs.registry import as_adapter
+        >>> fns = [lambda: gym.make("CartPole-v1")] * 2
+        >>> buf = BatchBuffers(as_adapter(fns[0]()).spec, 2)
+        >>> group = EnvGroup(fns, buf, restart_on_error=1)
+        >>> infos = group.reset(); infos = group.step(); buf.obs.shape
+        (2, 1, 4)
     """
 
     def __init__(
@@ -47,9 +67,14 @@ class EnvGroup:
         autoreset: AutoresetMode | str = AutoresetMode.SAME_STEP,
         env_seed: int | None = 0,
         adapters: Sequence[MultiAgentEnv] | None = None,
+        row_offset: int = 0,
+        restart_on_error: int = 0,
     ):
         from marl_vec.envs.registry import as_adapter
 
+        if int(restart_on_error) < 0:
+            raise ValueError(f"restart_on_error must be a number of restarts >= 0, got {restart_on_error}")
+        self.restart_on_error = int(restart_on_error)
         self.mode = AutoresetMode.parse(autoreset)
         self.start = start
         self.env_seed = env_seed
@@ -60,6 +85,7 @@ class EnvGroup:
         )
         k = len(self.adapters)
         stop = start + k
+        self._row_offset = row_offset
         spec = buffers.spec
         for j, adapter in enumerate(self.adapters):
             spec.check_same(adapter.spec, start + j)
@@ -68,15 +94,16 @@ class EnvGroup:
                 f"autoreset='fast' needs an adapter that can snapshot and restore its state; "
                 f"{type(self.adapters[0]).__name__} cannot. Use 'same_step' instead."
             )
-        self._rows = buffers.rows(start, stop)
+        first, last = start - row_offset, stop - row_offset
+        self._rows = buffers.rows(first, last)
         for adapter, row in zip(self.adapters, self._rows):
             adapter.bind(row)
         # Group-wide views: one numpy call covers all k envs.
-        self.actions = buffers.actions[start:stop]
-        self.reward = buffers.reward[start:stop]
-        self.terminated = buffers.terminated[start:stop]
-        self.truncated = buffers.truncated[start:stop]
-        self.done = buffers.done[start:stop]
+        self.actions = buffers.actions[first:last]
+        self.reward = buffers.reward[first:last]
+        self.terminated = buffers.terminated[first:last]
+        self.truncated = buffers.truncated[first:last]
+        self.done = buffers.done[first:last]
         self._ended = np.zeros_like(self.terminated)
         self._act_rows = [row.actions for row in self._rows]
         self.episodes = EpisodeTracker(k, spec.n_agents)
@@ -87,6 +114,8 @@ class EnvGroup:
         self.finished: set[int] = set()
         self._snapshots: list[Any] = [None] * k
         self._ever_reset = False
+        # Seeds for the first reset of rebuilt envs (restart_on_error).
+        self._pending_seed: dict[int, int | None] = {}
 
     def __len__(self) -> int:
         return len(self.adapters)
@@ -106,7 +135,7 @@ class EnvGroup:
         infos: list[dict[str, Any]] = []
         for j in local:
             env_seed = None if seed is None else seed + self.start + j
-            infos.append(self._reset_env(j, env_seed))
+            infos.append(self._reset_guarded(j, env_seed))
             self._waiting.discard(j)
             self.finished.discard(j)
             self.done[j] = False
@@ -116,6 +145,9 @@ class EnvGroup:
     def _reset_env(self, j: int, seed: int | None, clear_step: bool = True) -> dict[str, Any]:
         """Reset env j. ``clear_step`` False keeps the reward and flags of the step
         that ended the episode in the buffer (same_step: they describe that step)."""
+        pending = self._pending_seed.pop(j, None)
+        if seed is None:
+            seed = pending
         info = self.adapters[j].reset(seed=seed)
         if self.mode is AutoresetMode.FAST and (seed is not None or self._snapshots[j] is None):
             self._snapshots[j] = (self.adapters[j].snapshot(), _copy.deepcopy(info))
@@ -124,7 +156,7 @@ class EnvGroup:
         return info
 
     def _autoreset_env(self, j: int, clear_step: bool) -> dict[str, Any]:
-        if self.mode is AutoresetMode.FAST:
+        if self.mode is AutoresetMode.FAST and self._snapshots[j] is not None:
             snapshot, info = self._snapshots[j]
             self.adapters[j].restore(snapshot)
             if clear_step:
@@ -149,13 +181,25 @@ class EnvGroup:
                 f"call reset(env_ids=[{self.start + j}]) before stepping it again"
             )
         adapters, act_rows, waiting = self.adapters, self._act_rows, self._waiting
-        infos: list[dict[str, Any]] = [None] * len(adapters)  # type: ignore[list-item]
-        if not waiting:
-            for j, adapter in enumerate(adapters):
-                infos[j] = adapter.step(act_rows[j])
-        else:
-            for j, adapter in enumerate(adapters):
-                infos[j] = self._step_waiting(j) if j in waiting else adapter.step(act_rows[j])
+        n = len(adapters)
+        infos: list[dict[str, Any]] = [None] * n  # type: ignore[list-item]
+        j = 0
+        while j < n:
+            # The try costs nothing until an env raises (zero-cost exceptions); then
+            # env j is restarted or the error propagates, and the loop goes on at j + 1.
+            try:
+                if not waiting:
+                    for j in range(j, n):
+                        infos[j] = adapters[j].step(act_rows[j])
+                else:
+                    for j in range(j, n):
+                        infos[j] = self._step_waiting(j) if j in waiting else adapters[j].step(act_rows[j])
+                break
+            except Exception as exc:
+                if hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "step"):
+                    raise
+                infos[j] = self._restart_step(j, exc)
+                j += 1
         np.logical_or(self.terminated, self.truncated, out=self._ended)
         np.all(self._ended, axis=1, out=self.done)
         self.episodes.add_step(self.reward)
@@ -174,14 +218,15 @@ class EnvGroup:
 
     def _step_waiting(self, j: int) -> dict[str, Any]:
         if self.mode is AutoresetMode.NEXT_STEP:
-            return self._autoreset_env(j, clear_step=True)
+            return self._reset_guarded(j, None, clear_step=True, auto=True)
         # one_episode: repeat the last observation and done flags, with zero reward.
         self._rows[j].reward.fill(0.0)
         return {}
 
     def _end_episode(self, j: int, info: dict[str, Any]) -> dict[str, Any]:
         adapter = self.adapters[j]
-        stats = adapter.episode_stats(info)
+        # A restarted env's adapter is new: it did not play the episode that ended.
+        stats = {} if info.get("restarted") else adapter.episode_stats(info)
         if self.episodes.restarts[j]:
             stats = {**stats, "restarts": int(self.episodes.restarts[j])}
         info = dict(info)
@@ -189,20 +234,103 @@ class EnvGroup:
         self.episodes.clear(j)
         mode = self.mode
         if mode.keeps_final:
-            g = self.start + j
+            g = self.start + j - self._row_offset  # this env's row in the buffers
             buf, row = self.buffers, self._rows[j]
             buf.final_obs[g] = row.obs
             buf.final_state[g] = row.state
             if row.avail_actions is not None:
                 buf.final_avail_actions[g] = row.avail_actions
-            reset_info = self._autoreset_env(j, clear_step=False)
+            reset_info = self._reset_guarded(j, None, clear_step=False, auto=True)
             if reset_info:
                 info["reset_info"] = reset_info
+                if reset_info.get("restarted"):
+                    info["restarted"] = True
         elif mode is AutoresetMode.DISABLED:
             self.finished.add(j)
         else:  # next_step, one_episode
             self._waiting.add(j)
         return info
+
+    # -- failures and restarts (restart_on_error) --------------------------------
+
+    def _reset_guarded(self, j: int, seed: int | None, clear_step: bool = True, auto: bool = False) -> dict[str, Any]:
+        """Reset (or autoreset) env j; restart it if that raises and its budget allows."""
+        try:
+            return self._autoreset_env(j, clear_step) if auto else self._reset_env(j, seed, clear_step)
+        except Exception as exc:
+            if hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "reset"):
+                raise
+            error = self._rebuild(j, exc)
+            # A rebuilt env whose reset fails again uses up the budget too (recursion
+            # depth is bounded by restart_on_error).
+            info = self._reset_guarded(j, seed, clear_step, auto=False)
+            return {**info, "restarted": True, "error": error}
+
+    def _restart_step(self, j: int, exc: BaseException) -> dict[str, Any]:
+        """Env j raised in step: rebuild it and end its episode as truncated.
+
+        The row keeps the last observation (final_* in same_step mode); the rebuilt
+        env is reset by the usual autoreset path, with the seed :meth:`_rebuild` chose.
+        """
+        error = self._rebuild(j, exc)
+        row = self._rows[j]
+        row.reward.fill(0.0)
+        row.terminated.fill(False)
+        row.truncated.fill(True)
+        return {"restarted": True, "error": error}
+
+    def _may_restart(self, j: int, exc: BaseException, where: str) -> bool:
+        """True if env j may restart; else name the env on ``exc`` for the caller."""
+        if self.episodes.restarts[j] < self.restart_on_error:
+            return True
+        g = self.start + j
+        note = f"marl_vec: raised by env {g} in {where}"
+        if self.restart_on_error:
+            note += f" after {self.restart_on_error} restart(s), its whole restart_on_error budget"
+        try:
+            exc.marl_vec_env_index = g  # type: ignore[attr-defined]
+            exc.marl_vec_where = where  # type: ignore[attr-defined]
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(note)
+        except (AttributeError, TypeError):  # exceptions with __slots__ cannot carry them
+            pass
+        return False
+
+    def _rebuild(self, j: int, exc: BaseException) -> str:
+        """Replace env j by a fresh one from its env_fn, bound to the same row.
+
+        Returns the original error's traceback text. Raises (naming the env) when
+        building fails and the budget is used up.
+        """
+        from marl_vec.envs.registry import as_adapter
+
+        error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        while True:
+            self.episodes.restarts[j] += 1
+            try:
+                self.adapters[j].close()
+            except Exception:  # a crashed env often cannot close cleanly; it is dropped anyway
+                pass
+            try:
+                adapter = as_adapter(self.env_fns[j]())
+                self.buffers.spec.check_same(adapter.spec, self.start + j)
+                adapter.bind(self._rows[j])
+            except Exception as build_exc:
+                if not self._may_restart(j, build_exc, "rebuild"):
+                    raise
+                continue
+            self.adapters[j] = adapter
+            break
+        self._snapshots[j] = None
+        self._pending_seed[j] = self._restart_seed(j)
+        return error
+
+    def _restart_seed(self, j: int) -> int | None:
+        """Seed of a rebuilt env's first reset: reproducible, and new at every restart."""
+        if self.env_seed is None:
+            return None
+        entropy = [int(self.env_seed) % 2**63, self.start + j, int(self.episodes.restarts[j])]
+        return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
     # -- the rest -------------------------------------------------------------
 

@@ -34,6 +34,8 @@ class DummyVecEnv(VecEnv):
         autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
         copy: return copies of the buffers (False: views that the next call overwrites).
         validate: check actions' shape, range and availability.
+        restart_on_error: per-env budget of rebuilds after an env raises (see
+            :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class DummyVecEnv(VecEnv):
         copy: bool = True,
         validate: bool = True,
         stats_window: int = 100,
+        restart_on_error: int = 0,
     ):
         if not env_fns:
             raise ValueError("DummyVecEnv needs at least one env_fn")
@@ -52,7 +55,9 @@ class DummyVecEnv(VecEnv):
             spec = adapters[0].spec
             super().__init__(spec, len(adapters), autoreset, copy, validate, stats_window)
             self.buffers = BatchBuffers(spec, len(adapters))
-            self.group = EnvGroup(env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters)
+            self.group = EnvGroup(
+                env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
+            )
         except BaseException:
             for adapter in adapters:
                 adapter.close()

@@ -1,0 +1,54 @@
+"""Errors that cross a process boundary: what failed, where, and its original traceback.
+
+An exception raised by an env inside a worker process cannot always be pickled,
+and its traceback never can, so it reaches the caller as a :class:`WorkerError`
+that carries the original traceback as text.
+
+Example:
+    >>> err = WorkerError("step", worker=1, env_index=5, error="RuntimeError('boom')",
+    ...                   traceback_text="Traceback (most recent call last): ...")
+    >>> str(err).splitlines()[0]
+    "env 5 (worker 1) failed in step: RuntimeError('boom')"
+    >>> err.env_index, err.worker
+    (5, 1)
+"""
+
+from __future__ import annotations
+
+
+class WorkerError(RuntimeError):
+    """A command failed in a worker process (an env raised, or the worker broke).
+
+    Attributes:
+        command: what the worker was doing (``step``, ``reset``, ``call``, ``start``, ...).
+        worker: index of the worker process.
+        env_index: global index of the env that raised, or None when not one env's fault.
+        error: ``repr`` of the original exception (or what went wrong).
+        traceback_text: the original traceback, formatted in the worker.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        worker: int,
+        env_index: int | None,
+        error: str,
+        traceback_text: str = "",
+    ):
+        self.command = command
+        self.worker = worker
+        self.env_index = env_index
+        self.error = error
+        self.traceback_text = traceback_text
+        where = f"env {env_index} (worker {worker})" if env_index is not None else f"worker {worker}"
+        message = f"{where} failed in {command}: {error}"
+        if traceback_text:
+            message += "\n--- original traceback (in the worker process) ---\n" + traceback_text.rstrip()
+        super().__init__(message)
+
+    def __reduce__(self):  # picklable, so a caller may send it on
+        return (type(self), (self.command, self.worker, self.env_index, self.error, self.traceback_text))
+
+
+class WorkerDiedError(WorkerError):
+    """A worker process exited without answering (killed, segfault, out of memory)."""

@@ -1,0 +1,195 @@
+"""The loop of a SubprocVecEnv worker process: one EnvGroup, driven by commands.
+
+A worker builds its block of envs, reports their spec, attaches to the batch's
+shared-memory block and then serves commands until told to close (or until its
+pipe breaks because the parent went away). All array data goes through shared
+memory; the pipe carries only commands, non-empty infos and errors.
+
+Wire format, chosen so that the hot path pickles nothing in the common case:
+
+- parent -> worker: :data:`STEP` (one byte) or a pickled ``(command, *args)`` tuple.
+- worker -> parent: ``b""`` (done, nothing to say: a step with only empty infos)
+  or a pickled ``("ok", payload)`` / ``("error", (env_index, repr, traceback))``.
+
+Example (what SubprocVecEnv does; not run here)::
+
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=worker_main, args=(0, child, env_fns, 0, len(env_fns), "same_step", 0, 0), daemon=True)
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import traceback
+from typing import Any, Sequence
+
+STEP = b"s"
+OK_EMPTY = b""
+
+
+def encode_ok(payload: Any) -> bytes:
+    """An answer: empty bytes when there is nothing to send back."""
+    return OK_EMPTY if payload is None else pickle.dumps(("ok", payload), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:
+    """An error as plain strings: the exception object may not pickle, its traceback never does."""
+    env_index = getattr(exc, "marl_vec_env_index", default_env)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return pickle.dumps(("error", (env_index, repr(exc), text)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(data: bytes) -> tuple[str, Any]:
+    if not data:
+        return "ok", None
+    return pickle.loads(data)
+
+
+def _nonempty(infos: Sequence[dict[str, Any]], local_ids: Sequence[int] | None = None) -> dict[int, dict] | None:
+    """Only the infos that say something cross the pipe, keyed by local index."""
+    ids = range(len(infos)) if local_ids is None else local_ids
+    out = {j: info for j, info in zip(ids, infos) if info}
+    return out or None
+
+
+def worker_main(
+    worker: int,
+    conn: Any,
+    env_fns: Any,
+    start: int,
+    num_envs: int,
+    autoreset: str,
+    env_seed: int | None,
+    restart_on_error: int,
+    inherited: Sequence[Any] = (),
+) -> None:
+    """Entry point of a worker process (also under spawn: importable, arguments picklable).
+
+    Args:
+        worker: this worker's index, for messages.
+        conn: its end of the pipe to the parent.
+        env_fns: its block of env_fns, or their cloudpickle bytes (spawn, forkserver).
+        start: global index of its first env.
+        num_envs: E of the whole batch (the shared buffers hold every env).
+        autoreset, env_seed, restart_on_error: passed to its :class:`EnvGroup`.
+        inherited: under fork, the parent's ends of every pipe made so far (this
+            worker's own included); closed at once, or the worker would never read
+            EOF when the parent dies, and would keep its siblings from reading it.
+    """
+    for other in inherited:
+        other.close()
+    # Ctrl-C reaches every process of the terminal's foreground group; only the
+    # parent decides what an interrupt means, and it closes the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    group = None
+    buffers = None
+    try:
+        from marl_vec.buffers import BatchBuffers
+        from marl_vec.envs.registry import as_adapter
+        from marl_vec.group import EnvGroup
+
+        adapters: list = []
+        try:
+            if isinstance(env_fns, bytes):
+                import cloudpickle
+
+                env_fns = cloudpickle.loads(env_fns)
+            for j, fn in enumerate(env_fns):
+                try:
+                    adapters.append(as_adapter(fn()))
+                except Exception as exc:
+                    exc.marl_vec_env_index = start + j  # type: ignore[attr-defined]
+                    raise
+            conn.send_bytes(encode_ok((os.getpid(), [a.spec for a in adapters])))
+        except Exception as exc:
+            conn.send_bytes(encode_error(exc))
+            _close_all(adapters)
+            return
+
+        command, *args = pickle.loads(conn.recv_bytes())
+        if command != "attach":  # the parent gave up (another worker failed)
+            _close_all(adapters)
+            return
+        try:
+            buffers = BatchBuffers(adapters[0].spec, num_envs, attach=args[0])
+            group = EnvGroup(
+                env_fns, buffers, start, autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
+            )
+        except Exception as exc:
+            conn.send_bytes(encode_error(exc))
+            _close_all(adapters)
+            return
+        conn.send_bytes(OK_EMPTY)
+        _serve(conn, group, start)
+    except (EOFError, OSError, KeyboardInterrupt):
+        # The parent is gone (or killed us politely): nothing to answer to.
+        pass
+    finally:
+        if group is not None:
+            try:
+                group.close()
+            except Exception:  # the worker is going away; the parent reported what mattered
+                pass
+        if buffers is not None:
+            buffers.close()
+
+
+def _close_all(adapters: list) -> None:
+    for adapter in adapters:
+        try:
+            adapter.close()
+        except Exception:  # best effort while failing anyway
+            pass
+
+
+def _serve(conn: Any, group: Any, start: int) -> None:
+    recv, send = conn.recv_bytes, conn.send_bytes
+    while True:
+        data = recv()
+        if data == STEP:
+            try:
+                infos = group.step()
+            except Exception as exc:
+                send(encode_error(exc))
+                continue
+            nonempty = _nonempty(infos)
+            send(OK_EMPTY if nonempty is None else encode_ok(nonempty))
+            continue
+        command, *args = pickle.loads(data)
+        if command == "close":
+            try:
+                group.close()
+            except Exception as exc:
+                send(encode_error(exc))
+            else:
+                send(OK_EMPTY)
+            return
+        try:
+            reply = encode_ok(_command(group, command, args))  # pickling a result may fail too
+        except Exception as exc:
+            reply = encode_error(exc)
+        send(reply)
+
+
+def _command(group: Any, command: str, args: list) -> Any:
+    if command == "reset":
+        seed, local_ids = args
+        return _nonempty(group.reset(seed, local_ids), local_ids)
+    if command == "call":
+        name, call_args, kwargs, local_ids = args
+        return group.call(name, call_args, kwargs, local_ids)
+    if command == "get_attr":
+        name, local_ids = args
+        return group.get_attr(name, local_ids)
+    if command == "set_attr":
+        name, values, local_ids = args
+        group.set_attr(name, values, local_ids)
+        return None
+    if command == "render":
+        return group.render()
+    if command == "ping":
+        return None
+    raise ValueError(f"unknown worker command {command!r}")

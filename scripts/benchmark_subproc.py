@@ -1,0 +1,314 @@
+#!/usr/bin/env python
+"""SubprocVecEnv against a plain loop and other process backends, as ratios in one run.
+
+    python scripts/benchmark_subproc.py               # about a minute
+    python scripts/benchmark_subproc.py --seconds 3   # steadier
+    python scripts/benchmark.py --suite subproc       # the same, from the main benchmark
+
+Cases (ratios are to the plain sequential loop over the native envs; with two
+cores the ceiling of a process backend is about 2.0x):
+
+- mpe2 simple_spread x 32: plain loop, DummyVecEnv, SubprocVecEnv (2 workers),
+  SuperSuit ``concat_vec_envs_v1`` (2 processes), and the memory (PSS) of each
+  process tree;
+- CartPole-v1 x 64: plain loop, SubprocVecEnv (2 workers), gymnasium ``AsyncVectorEnv``;
+- ALE Pong x 8 (standard preprocessing): plain loop, SubprocVecEnv (2 workers),
+  ``AsyncVectorEnv``; only when ``marl_vec.envs.atari`` and ale-py are installed.
+
+Candidates run in turns (round-robin, best round kept, see ``benchmark.measure``)
+because the machine is shared; only ratios within one run mean something.
+
+On a loaded machine (other jobs on the same cores) wall-clock ratios of process
+backends mostly measure the share of CPU each one wins, so every case also
+prints the CPU time one batch step costs in each process, which does not depend
+on the load: ``main`` (the trainer's process), the busiest worker, and the sum.
+Stepping is synchronous, so on C idle cores a step takes about
+main + max(busiest worker, workers' sum / C); ``idle estimate`` is the plain
+loop's CPU time divided by that (psutil's CPU clock ticks every 10 ms: a rough figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import marl_vec as mv  # noqa: E402
+from benchmark import (  # noqa: E402
+    Candidate,
+    marl_vec_candidate,
+    measure,
+    plain_gym_loop,
+    plain_parallel_loop,
+    report,
+)
+
+
+def tree_pss_mb(pid: int | None = None) -> float:
+    """PSS of a process and all its descendants, in MB (shared pages counted once overall)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total / 2**20
+
+
+def tracked(candidate: Candidate, memory: dict[str, float]) -> Candidate:
+    """Record the process tree's PSS while ``candidate`` is alive (after its warm-up steps)."""
+    setup = candidate.setup
+
+    def setup_and_measure():
+        run = setup()
+        run(5)
+        memory[candidate.name] = tree_pss_mb()
+        return run
+
+    candidate.setup = setup_and_measure
+    return candidate
+
+
+def alone(candidate: Candidate) -> tuple[Candidate, float]:
+    """Build one candidate with nothing else alive, read the tree's PSS, free it."""
+    run = candidate.setup()
+    run(5)
+    pss = tree_pss_mb()
+    if candidate.teardown:
+        candidate.teardown()
+    return candidate, pss
+
+
+def _cpu(proc: Any) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def cpu_profile(candidate: Candidate, steps: int) -> tuple[float, float, float]:
+    """CPU seconds per batch step: (this process, busiest child, whole tree)."""
+    import psutil
+
+    run = candidate.setup()
+    run(10)
+    me = psutil.Process()
+    procs = [me, *me.children(recursive=True)]
+    before = [_cpu(p) for p in procs]
+    run(steps)
+    after = []
+    for p in procs:
+        try:
+            after.append(_cpu(p))
+        except psutil.NoSuchProcess:
+            after.append(float("nan"))
+    if candidate.teardown:
+        candidate.teardown()
+    used = [(b - a) / steps for a, b in zip(before, after)]
+    main, children = used[0], [u for u in used[1:] if u == u]
+    return main, max(children, default=0.0), main + sum(children)
+
+
+def cpu_report(title: str, makers: list[Callable[[], Candidate]], steps: int) -> list[str]:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    lines = [f"{title}: CPU ms per batch step (load-independent; idle estimate for {cores} cores)",
+             f"  {'':<28} {'main':>8} {'busiest':>8} {'total':>8}   idle estimate"]
+    plain = None
+    for make in makers:
+        try:
+            candidate = make()
+            main, busiest, total = cpu_profile(candidate, steps)
+        except ImportError:
+            continue
+        plain = plain if plain is not None else total
+        critical = main + max(busiest, (total - main) / cores)
+        estimate = plain / critical if critical > 0 else float("nan")
+        lines.append(f"  {candidate.name:<28} {main * 1e3:8.2f} {busiest * 1e3:8.2f} {total * 1e3:8.2f}   {estimate:5.2f}x")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+# -- other libraries -----------------------------------------------------------
+
+def supersuit_concat(make_env: Callable, n: int, actions: np.ndarray, num_cpus: int = 2) -> Candidate:
+    import supersuit as ss
+
+    def setup():
+        venv = ss.concat_vec_envs_v1(
+            ss.pettingzoo_env_to_vec_env_v1(make_env()), n, num_cpus=num_cpus, base_class="gymnasium"
+        )
+        venv.reset(seed=0)
+        flat = actions.reshape(len(actions), -1)  # (T, n * agents): one "env" per agent
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                venv.step(flat[t[0] % len(flat)])
+                t[0] += 1
+
+        candidate.teardown = venv.close
+        return run
+
+    candidate = Candidate(f"SuperSuit concat ({num_cpus} procs)", setup)
+    return candidate
+
+
+def gym_async(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    import gymnasium as gym
+
+    def setup():
+        venv = gym.vector.AsyncVectorEnv([make_env] * n)
+        venv.reset(seed=0)
+        t = [0]
+
+        def run(steps: int) -> None:
+            for _ in range(steps):
+                venv.step(actions[t[0] % len(actions)][:, 0])
+                t[0] += 1
+
+        candidate.teardown = venv.close
+        return run
+
+    candidate = Candidate("gymnasium AsyncVectorEnv", setup)
+    return candidate
+
+
+def subproc(fns: list, workers: int = 2, **kwargs: Any) -> Callable[[], mv.VecEnv]:
+    return lambda: mv.SubprocVecEnv(fns, num_workers=workers, **kwargs)
+
+
+# -- cases ---------------------------------------------------------------------
+
+def simple_spread(seconds: float, lines: list[str]) -> None:
+    from mpe2 import simple_spread_v3
+
+    n = 32
+    spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
+    actions = np.random.default_rng(0).integers(1, 5, size=(256, n, 3))
+    cases = [
+        plain_parallel_loop(spread, n, actions),
+        marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
+        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
+        marl_vec_candidate("SubprocVecEnv lean", subproc([spread] * n, copy=False, validate=False), actions),
+    ]
+    try:
+        cases.append(supersuit_concat(spread, n, actions))
+    except ImportError as exc:
+        print(f"  (SuperSuit not installed: {exc}; pip install supersuit)", flush=True)
+    measure(cases, n, seconds)
+    lines += report(f"mpe2 simple_spread x {n}", cases)
+    lines += cpu_report(f"mpe2 simple_spread x {n}", [
+        lambda: plain_parallel_loop(spread, n, actions),
+        lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
+        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
+        lambda: supersuit_concat(spread, n, actions),
+    ], steps=max(20, int(30 * seconds)))
+
+    # Memory: each candidate alone, so that one tree's PSS does not include another's.
+    mem = [f"PSS of the whole process tree, simple_spread x {n} (each alone, after 5 steps)"]
+    for make in (
+        lambda: plain_parallel_loop(spread, n, actions),
+        lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
+        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
+        lambda: supersuit_concat(spread, n, actions),
+    ):
+        try:
+            candidate, pss = alone(make())
+        except ImportError:
+            continue
+        mem.append(f"  {candidate.name:<28} {pss:>9.0f} MB")
+    print("\n".join(mem), flush=True)
+    lines += mem
+
+
+def cartpole(seconds: float, lines: list[str]) -> None:
+    import gymnasium as gym
+
+    n = 64
+    make = functools.partial(gym.make, "CartPole-v1")
+    actions = np.random.default_rng(0).integers(0, 2, size=(256, n, 1))
+    cases = [
+        plain_gym_loop(make, n, actions),
+        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([make] * n), actions),
+        marl_vec_candidate("SubprocVecEnv lean", subproc([make] * n, copy=False, validate=False), actions),
+        gym_async(make, n, actions),
+    ]
+    measure(cases, n, seconds)
+    lines += report(f"CartPole-v1 x {n}", cases)
+    lines += cpu_report(f"CartPole-v1 x {n}", [
+        lambda: plain_gym_loop(make, n, actions),
+        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([make] * n), actions),
+        lambda: marl_vec_candidate("SubprocVecEnv lean", subproc([make] * n, copy=False, validate=False), actions),
+        lambda: gym_async(make, n, actions),
+    ], steps=max(100, int(300 * seconds)))
+
+
+def pong(seconds: float, lines: list[str]) -> None:
+    if importlib.util.find_spec("marl_vec.envs.atari") is None:
+        print("ALE Pong x 8: skipped (marl_vec.envs.atari is not in this version)", flush=True)
+        return
+    try:
+        from marl_vec.envs.atari import atari_gym_env
+
+        atari_gym_env("ALE/Pong-v5", preprocess=True)[0].close()
+    except (ImportError, mv.envs.MissingExtraError) as exc:
+        print(f"ALE Pong x 8: skipped ({exc})", flush=True)
+        return
+    from marl_vec.envs.registry import make_env_fn
+
+    n = 8
+    native = _AtariMaker("ALE/Pong-v5")
+    fns = [make_env_fn("atari", "ALE/Pong-v5", {"preprocess": True})] * n
+    actions = np.random.default_rng(0).integers(0, 6, size=(256, n, 1))
+    cases = [
+        plain_gym_loop(native, n, actions),
+        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc(fns), actions),
+        gym_async(native, n, actions),
+    ]
+    measure(cases, n, seconds)
+    lines += report(f"ALE Pong-v5 x {n} (84x84x4 preprocessing)", cases)
+    lines += cpu_report(f"ALE Pong-v5 x {n}", [
+        lambda: plain_gym_loop(native, n, actions),
+        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc(fns), actions),
+        lambda: gym_async(native, n, actions),
+    ], steps=max(20, int(50 * seconds)))
+
+
+class _AtariMaker:
+    """A picklable maker of the same gymnasium chain the atari adapter wraps."""
+
+    def __init__(self, env_id: str):
+        self.env_id = env_id
+
+    def __call__(self) -> Any:
+        from marl_vec.envs.atari import atari_gym_env
+
+        return atari_gym_env(self.env_id, preprocess=True)[0]
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per candidate per case (split over 5 rounds)")
+    parser.add_argument("--cases", default="spread,cartpole,pong", help="comma-separated subset of spread,cartpole,pong")
+    args = parser.parse_args(argv)
+    lines: list[str] = []
+    chosen = set(args.cases.split(","))
+    for name, case in (("spread", simple_spread), ("cartpole", cartpole), ("pong", pong)):
+        if name in chosen:
+            case(args.seconds, lines)
+    return lines
+
+
+if __name__ == "__main__":
+    main()

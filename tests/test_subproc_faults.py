@@ -1,0 +1,212 @@
+"""SubprocVecEnv faults: an env raising, a worker killed or hung, an interrupt; never a hang,
+always the env index, the worker and the original traceback."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import marl_vec as mv
+from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.vec.subproc import SubprocVecEnv
+from tests.scripted_envs import DyingAgentEnv, FailingEnv
+
+
+def available(result: mv.StepResult) -> np.ndarray:
+    return result.avail_actions.argmax(axis=2).astype(np.int64)
+
+
+class ExitingEnv(DyingAgentEnv):
+    """Ends its process at step ``exit_at``, as a segfault or the OOM killer would."""
+
+    def __init__(self, exit_at: int = 2, **kwargs):
+        super().__init__(**kwargs)
+        self.exit_at = exit_at
+
+    def step(self, actions):
+        if self.t + 1 == self.exit_at:
+            os._exit(3)
+        return super().step(actions)
+
+
+class SleepyEnv(DyingAgentEnv):
+    def __init__(self, delay: float = 30.0, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def step(self, actions):
+        import time
+
+        time.sleep(self.delay)
+        return super().step(actions)
+
+
+def broken_env():
+    raise ValueError("bad scenario name 'nope'")
+
+
+def assert_all_gone(pids):
+    import psutil
+
+    for pid in pids:
+        assert not psutil.pid_exists(pid), f"worker {pid} outlived close()"
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_env_raising_at_step_k_names_env_worker_and_traceback(start_method):
+    fns = [DyingAgentEnv] * 3 + [functools.partial(FailingEnv, fail_at=3)]
+    venv = SubprocVecEnv(fns, num_workers=2, start_method=start_method)
+    r = venv.reset()
+    for _ in range(2):
+        r = venv.step(available(r))
+    with pytest.raises(WorkerError) as caught:
+        venv.step(available(r))
+    err = caught.value
+    assert (err.env_index, err.worker, err.command) == (3, 1, "step")
+    message = str(err)
+    assert message.startswith("env 3 (worker 1) failed in step: RuntimeError('scripted failure at step 3')")
+    # The original traceback, from the env's own code, formatted in the worker.
+    assert "--- original traceback (in the worker process) ---" in message
+    assert 'scripted_envs.py", line' in message and "in step" in message
+    assert "raise RuntimeError(f\"scripted failure at step {self.fail_at}\")" in err.traceback_text
+    # The worker survived its env's error: the batch can still be reset and stepped.
+    r = venv.reset()
+    venv.step(available(r))
+    venv.close()
+    assert_all_gone(venv.worker_pids)
+
+
+def test_env_failing_to_build_fails_construction_and_cleans_up():
+    fns = [DyingAgentEnv] * 3 + [broken_env]
+    with pytest.raises(WorkerError, match=r"^env 3 \(worker 1\) failed in start: ValueError\(\"bad scenario name 'nope'\"\)"):
+        SubprocVecEnv(fns, num_workers=2)
+    import psutil
+
+    # Only multiprocessing's own helper (resource tracker) may remain a child.
+    children = psutil.Process().children()
+    assert all("resource_tracker" in " ".join(p.cmdline()) or "forkserver" in " ".join(p.cmdline()) for p in children), \
+        [p.cmdline() for p in children]
+
+
+def test_envs_with_different_specs_are_refused_naming_the_env():
+    from mpe2 import simple_spread_v3
+
+    fns = [functools.partial(simple_spread_v3.parallel_env, N=3)] * 2 + [functools.partial(simple_spread_v3.parallel_env, N=2)]
+    with pytest.raises(ValueError, match=r"^env 2 has agents=.* but env 0 has agents=.*same spec"):
+        SubprocVecEnv(fns, num_workers=2)
+
+
+def test_worker_killed_by_sigkill_is_reported_not_awaited():
+    venv = SubprocVecEnv([DyingAgentEnv] * 4, num_workers=2)
+    r = venv.reset()
+    victim = venv.worker_pids[1]
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError, match=rf"^worker 1 failed in step: worker process {victim} \(envs 2\.\.3\) was killed by SIGKILL"):
+        venv.step(available(r))
+    # Every later call says so at once, instead of talking to a dead pipe.
+    with pytest.raises(WorkerDiedError, match="cannot continue: close"):
+        venv.reset()
+    venv.close()
+    venv.close()
+    assert_all_gone(venv.worker_pids)
+
+
+def test_worker_killed_while_idle_between_steps():
+    venv = SubprocVecEnv([DyingAgentEnv] * 2, num_workers=2)
+    r = venv.reset()
+    os.kill(venv.worker_pids[0], signal.SIGKILL)
+    with pytest.raises(WorkerDiedError, match=r"^worker 0 failed in step"):
+        venv.step(available(r))
+    venv.close()
+
+
+def test_worker_exiting_in_step_reports_exit_code():
+    fns = [DyingAgentEnv, functools.partial(ExitingEnv, exit_at=2)]
+    with SubprocVecEnv(fns, num_workers=2) as venv:
+        r = venv.step(available(venv.reset()))
+        with pytest.raises(WorkerDiedError, match=r"worker 1 failed in step: .*\(envs 1\.\.1\) exited with code 3"):
+            venv.step(available(r))
+
+
+def test_hung_worker_times_out_and_close_kills_it():
+    fns = [DyingAgentEnv, functools.partial(SleepyEnv, delay=60.0)]
+    venv = SubprocVecEnv(fns, num_workers=2, timeout=2.0, close_timeout=0.5)
+    r = venv.reset()
+    with pytest.raises(WorkerError, match=r"worker\(s\) 1 did not answer 'step' within timeout=2\.0 s"):
+        venv.step(available(r))
+    with pytest.raises(WorkerError, match="did not answer"):
+        venv.reset()  # no second wait on a hung worker
+    venv.close()  # terminates the sleeping worker after close_timeout
+    assert_all_gone(venv.worker_pids)
+
+
+def test_keyboard_interrupt_during_step_wait():
+    fns = [DyingAgentEnv, functools.partial(SleepyEnv, delay=2.0)]
+    venv = SubprocVecEnv(fns, num_workers=2)
+    r = venv.reset()
+    venv.step_async(available(r))
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            venv.step_wait()
+    finally:
+        timer.cancel()
+    # The workers ignored the interrupt; the answer owed by the slow worker is
+    # drained before the next command, so the batch stays usable ...
+    r = venv.reset(seed=1)
+    assert r.obs[:, 0, 0].tolist() == [0.0, 0.0]
+    # ... and closes cleanly.
+    venv.close()
+    assert_all_gone(venv.worker_pids)
+
+
+def test_bad_arguments_name_what_is_allowed():
+    fns = [DyingAgentEnv] * 2
+    with pytest.raises(ValueError, match=r"num_workers must be an integer in \[1, num_envs=2\], got 3"):
+        SubprocVecEnv(fns, num_workers=3)
+    with pytest.raises(ValueError, match=r"num_workers must be an integer in \[1, num_envs=2\], got 0"):
+        SubprocVecEnv(fns, num_workers=0)
+    with pytest.raises(ValueError, match=r"unknown start_method 'thread'; allowed here: .*fork.*spawn"):
+        SubprocVecEnv(fns, start_method="thread")
+    with pytest.raises(ValueError, match=r"restart_on_error must be an integer >= 0, got -1"):
+        SubprocVecEnv(fns, restart_on_error=-1)
+    with pytest.raises(ValueError, match=r"timeout must be a number of seconds > 0, or None, got 0"):
+        SubprocVecEnv(fns, timeout=0)
+    with pytest.raises(ValueError, match="at least one env_fn"):
+        SubprocVecEnv([])
+    with pytest.raises(TypeError, match=r"env_fns\[1\] is a str, not a zero-argument callable"):
+        SubprocVecEnv([DyingAgentEnv, "CartPole-v1"])
+    with pytest.raises(ValueError, match=r"unknown autoreset mode 'sometimes'; allowed: same_step"):
+        SubprocVecEnv(fns, autoreset="sometimes")
+
+
+def test_unpicklable_env_fn_under_spawn_is_a_clear_error():
+    lock = threading.Lock()
+
+    def fn():
+        with lock:
+            return DyingAgentEnv()
+
+    with pytest.raises(TypeError, match=r"env_fns\[0:1\] cannot be pickled for start_method='spawn'.*start_method='fork'"):
+        SubprocVecEnv([fn, fn], num_workers=2, start_method="spawn")
+    # Under fork the same closure is fine.
+    with SubprocVecEnv([fn, fn], num_workers=2, start_method="fork") as venv:
+        venv.reset()
+
+
+def test_actions_are_validated_before_reaching_workers():
+    with SubprocVecEnv([DyingAgentEnv] * 2, num_workers=2) as venv:
+        r = venv.reset()
+        bad = available(r)
+        bad[1, 2] = 0  # a2's action 0 is unavailable at t=0
+        with pytest.raises(ValueError, match=r"action 0 for env 1, agent 'a2' is not available"):
+            venv.step(bad)
+        with pytest.raises(ValueError, match=r"actions must have shape \(2, 3\)"):
+            venv.step(np.zeros((3, 3), dtype=np.int64))
+        venv.step(available(r))  # nothing was sent: the workers are in step with us
