@@ -57,7 +57,8 @@ class RayConfig(_Strict):
     envs_per_worker: Optional[int] = Field(default=None, ge=1)
     num_cpus_per_worker: float = Field(default=1.0, ge=0)
     resources_per_worker: dict[str, float] = Field(default_factory=dict)
-    temp_dir: Optional[str] = None
+    temp_dir: Optional[str] = None  # a local cluster's files (default: Ray's /tmp/ray)
+    timeout: float = Field(default=600.0, gt=0)  # seconds to wait for an actor before reporting it hung
 
 
 class VecConfig(_Strict):
@@ -199,7 +200,16 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
         kwargs.update({k: v for k, v in process_only.items() if v is not None})
         kwargs["restart_on_error"] = vec.restart_on_error
     elif vec.backend == "ray":
-        kwargs["ray_config"] = vec.ray.model_dump()
+        ray_config = vec.ray.model_dump()
+        if vec.start_method is not None:
+            raise ConfigError("vec.start_method applies to the subproc backend; Ray starts its own workers")
+        if vec.num_workers is not None:
+            if ray_config["num_workers"] not in (None, vec.num_workers):
+                raise ConfigError(
+                    f"vec.num_workers={vec.num_workers} and vec.ray.num_workers={ray_config['num_workers']} disagree; give one"
+                )
+            ray_config["num_workers"] = vec.num_workers
+        kwargs["ray_config"] = ray_config
         kwargs["restart_on_error"] = vec.restart_on_error
     else:
         set_here = [k for k, v in process_only.items() if v is not None]

@@ -1,0 +1,591 @@
+"""RayVecEnv: EnvGroups in Ray actors, for batches larger than one machine.
+
+Each actor hosts one :class:`~marl_vec.group.EnvGroup` over plain buffers that
+hold only its block of envs. ``step_async`` sends every actor its slice of the
+actions; ``step_wait`` gathers the blocks' arrays (plus the final rows of envs
+that finished, and only the non-empty infos) and copies them into this
+process's buffers. Stepping, autoreset, seeding and episode bookkeeping are the
+EnvGroup's, so results are bitwise equal to :class:`DummyVecEnv`'s.
+
+Example:
+    >>> import gymnasium as gym, numpy as np
+    >>> import marl_vec as mv
+    >>> fns = [lambda: gym.make("CartPole-v1")] * 4
+    >>> with mv.RayVecEnv(fns, env_seed=0, num_workers=2) as venv:  # doctest: +SKIP
+    ...     r = venv.reset()
+    ...     r = venv.step(np.zeros((4, 1), dtype=np.int64))
+    ...     r.obs.shape
+    (4, 1, 4)
+
+Cluster: with ``address=None`` and no Ray session in this process, a local
+cluster is started (and shut down by the last ``close()``); ``address="auto"``
+or ``"ray://host:10001"`` connects to a running one; a session the caller
+already opened with ``ray.init`` is used as is and left open.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from marl_vec.buffers import BatchBuffers
+from marl_vec.envs.registry import require
+from marl_vec.episode import AutoresetMode
+from marl_vec.vec.base import VecEnv
+
+# Arrays an actor sends back after every step or reset, in this order; the
+# final_* arrays travel only for the rows of envs that have just finished.
+_STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
+_FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
+_RAY_OPTIONS = ("address", "num_workers", "envs_per_worker", "num_cpus_per_worker", "resources_per_worker",
+                "temp_dir", "timeout")
+
+
+class RayWorkerError(RuntimeError):
+    """An actor failed: its env raised, it died, or it did not answer in time.
+
+    Attributes:
+        worker: index of the actor.
+        env_ids: the global env indices it hosts.
+        env_index: the global index of the env that raised, when known.
+    """
+
+    def __init__(self, message: str, worker: int, env_ids: range, env_index: int | None = None):
+        super().__init__(message)
+        self.worker = worker
+        self.env_ids = env_ids
+        self.env_index = env_index
+
+
+def _ray():
+    return require("ray", "ray", "the Ray backend")
+
+
+# -- the local cluster that marl_vec started ------------------------------------
+
+_MAX_TEMP_DIR = 107 - len("/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
+_session_lock = threading.Lock()
+_session = {"owned": False, "users": 0}
+
+
+def _acquire_session(address: str | None, num_cpus: int, temp_dir: str | None) -> bool:
+    """Make sure this process has a Ray session; True if marl_vec opened it."""
+    ray = _ray()
+    with _session_lock:
+        if ray.is_initialized():
+            if _session["owned"]:
+                _session["users"] += 1
+                return True
+            return False  # the caller's own session: use it, never shut it down
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+        if address is None:
+            kwargs["num_cpus"] = num_cpus
+            if temp_dir is not None:
+                temp_dir = os.path.abspath(temp_dir)
+                # Ray puts unix sockets at <temp_dir>/session_<date>_<pid>/sockets/plasma_store,
+                # and such a path may not exceed 107 bytes.
+                if len(temp_dir.encode()) > _MAX_TEMP_DIR:
+                    raise ValueError(
+                        f"ray temp_dir {temp_dir!r} is {len(temp_dir.encode())} bytes long; allowed: at most "
+                        f"{_MAX_TEMP_DIR} (Ray's socket paths under it must fit in 107), e.g. /tmp/ray_run"
+                    )
+                os.makedirs(temp_dir, exist_ok=True)
+                kwargs["_temp_dir"] = temp_dir
+        else:
+            if temp_dir is not None:
+                raise ValueError(
+                    "ray temp_dir applies to a local cluster that marl_vec starts (address=None); "
+                    "for an existing cluster pass --temp-dir to `ray start` instead"
+                )
+            kwargs = {"address": address}
+        ray.init(**kwargs)
+        _session.update(owned=True, users=1)
+        return True
+
+
+def _release_session() -> None:
+    ray = _ray()
+    with _session_lock:
+        if not _session["owned"]:
+            return
+        _session["users"] -= 1
+        if _session["users"] <= 0:
+            _session.update(owned=False, users=0)
+            ray.shutdown()
+
+
+# -- the actor ------------------------------------------------------------------
+
+
+class _GroupHost:
+    """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
+                 env_seed: int | None, group_kwargs: dict[str, Any]):
+        from marl_vec.envs.registry import as_adapter
+        from marl_vec.group import EnvGroup
+
+        adapters = [as_adapter(fn()) for fn in env_fns]
+        try:
+            spec = adapters[0].spec
+            self.buffers = BatchBuffers(spec, len(adapters))
+            # row_offset: row 0 of these buffers is global env `start`, so seeds and
+            # messages use global indices while the buffers hold only this block.
+            self.group = EnvGroup(env_fns, self.buffers, start, autoreset, env_seed, adapters=adapters,
+                                  row_offset=start, **group_kwargs)
+        except BaseException:
+            for adapter in adapters:
+                adapter.close()
+            raise
+        self.start = start
+        buf = self.buffers
+        self._out = tuple(getattr(buf, name) for name in _STEP_FIELDS if getattr(buf, name) is not None)
+        self._finals = tuple(getattr(buf, name) for name in _FINAL_FIELDS if getattr(buf, name) is not None)
+        self._keeps_final = self.group.mode.keeps_final
+
+    def spec(self):
+        return self.buffers.spec
+
+    def reset(self, seed: int | None, env_ids: list[int] | None):
+        infos = self.group.reset(seed, env_ids)
+        ids = range(len(self.group)) if env_ids is None else env_ids
+        return self._out, None, {j: info for j, info in zip(ids, infos) if info}
+
+    def step(self, actions: np.ndarray):
+        np.copyto(self.group.actions, actions)
+        infos = self.group.step()
+        finals = None
+        done = self.group.done
+        if self._keeps_final and done.any():
+            rows = np.flatnonzero(done)
+            finals = (rows, tuple(a[rows] for a in self._finals))
+        # Arrays are serialised as this method returns, before the next call can change them.
+        return self._out, finals, {j: info for j, info in enumerate(infos) if info}
+
+    def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
+        return self.group.call(name, args, kwargs, env_ids)
+
+    def get_attr(self, name: str, env_ids: list[int]) -> list[Any]:
+        return self.group.get_attr(name, env_ids)
+
+    def set_attr(self, name: str, values: list[Any], env_ids: list[int]) -> None:
+        self.group.set_attr(name, values, env_ids)
+
+    def render(self) -> list[Any]:
+        return self.group.render()
+
+    def close(self) -> None:
+        self.group.close()
+
+
+# -- the backend ----------------------------------------------------------------
+
+
+class _Lost:
+    """The result of a step whose actor died and may be replaced."""
+
+    def __init__(self, error: RayWorkerError):
+        self.error = error
+
+
+
+class RayVecEnv(VecEnv):
+    """Runs ``len(env_fns)`` envs in Ray actors, a contiguous block per actor.
+
+    Args:
+        env_fns: picklable zero-argument callables (``marl_vec.envs.make_env_fn``);
+            they run on the actors' machines, where marl_vec and the env must be installed.
+        env_seed: env i is first reset with ``env_seed + i`` (None: unseeded).
+        autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
+        copy: return copies of the buffers (False: views that the next call overwrites).
+        validate: check actions' shape, range and availability (in this process).
+        restart_on_error: how many times each env may be rebuilt after it raised
+            (by its actor's EnvGroup), and how many times a block's actor may be
+            replaced after it died in a step (same_step and fast modes); 0 reports
+            the first error.
+        address: None starts a local cluster (unless this process already has a
+            Ray session); ``"auto"`` or ``"ray://host:port"`` connects to one.
+        num_workers: actors (default: one per CPU of the cluster, at most one per env).
+        envs_per_worker: envs per actor, instead of ``num_workers``.
+        num_cpus_per_worker: CPUs each actor reserves (Ray's logical resources).
+        resources_per_worker: custom Ray resources each actor reserves, e.g. ``{"sc2": 1}``.
+        temp_dir: where a local cluster keeps its files (default: Ray's, /tmp/ray).
+        timeout: seconds to wait for an actor's answer before reporting it as hung.
+        ray_config: the same options as a mapping (the config file's ``vec.ray``);
+            an option may be given here or as a keyword, not both.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        env_seed: int | None = 0,
+        autoreset: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        copy: bool = True,
+        validate: bool = True,
+        stats_window: int = 100,
+        restart_on_error: int = 0,
+        *,
+        address: str | None = None,
+        num_workers: int | None = None,
+        envs_per_worker: int | None = None,
+        num_cpus_per_worker: float = 1.0,
+        resources_per_worker: Mapping[str, float] | None = None,
+        temp_dir: str | None = None,
+        timeout: float = 600.0,
+        ray_config: Mapping[str, Any] | None = None,
+    ):
+        if not env_fns:
+            raise ValueError("RayVecEnv needs at least one env_fn")
+        explicit = dict(address=address, num_workers=num_workers, envs_per_worker=envs_per_worker,
+                        num_cpus_per_worker=num_cpus_per_worker, resources_per_worker=resources_per_worker,
+                        temp_dir=temp_dir, timeout=timeout)
+        opts = _merge_options(explicit, ray_config)
+        if restart_on_error < 0:
+            raise ValueError(f"restart_on_error must be >= 0, got {restart_on_error}")
+        if opts["timeout"] is None or opts["timeout"] <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {opts['timeout']}")
+        if opts["num_cpus_per_worker"] < 0:
+            raise ValueError(f"num_cpus_per_worker must be >= 0, got {opts['num_cpus_per_worker']}")
+        self._mode = mode = AutoresetMode.parse(autoreset)
+        ray = _ray()
+        num_envs = len(env_fns)
+        self.timeout = float(opts["timeout"])
+        self.actors: list[Any] = []
+        self._owns_session = False
+        self._refs: list[Any] = []
+        self._dead: dict[int, RayWorkerError] = {}
+
+        if opts["address"] is None and not ray.is_initialized():
+            cpus = os.cpu_count() or 1
+            workers = _block_count(num_envs, opts["num_workers"], opts["envs_per_worker"], cpus)
+            # Ray's CPUs are logical: reserve enough that every actor can be placed.
+            need = math.ceil(workers * opts["num_cpus_per_worker"])
+            self._owns_session = _acquire_session(None, max(cpus, need), opts["temp_dir"])
+        else:
+            self._owns_session = _acquire_session(opts["address"], 0, opts["temp_dir"])
+        try:
+            cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+            per = opts["num_cpus_per_worker"]
+            default_workers = max(1, int(cluster_cpus // per)) if per > 0 else cluster_cpus
+            workers = _block_count(num_envs, opts["num_workers"], opts["envs_per_worker"], default_workers)
+            bounds = np.linspace(0, num_envs, workers + 1).astype(int).tolist() if opts["envs_per_worker"] is None \
+                else [min(i * opts["envs_per_worker"], num_envs) for i in range(workers + 1)]
+            self.blocks = [range(bounds[w], bounds[w + 1]) for w in range(workers)]
+            group_kwargs = {"restart_on_error": restart_on_error} if restart_on_error else {}
+            self._actor_cls = ray.remote(_GroupHost).options(
+                num_cpus=per,
+                resources=dict(opts["resources_per_worker"] or {}),
+                max_restarts=0,
+                scheduling_strategy="SPREAD",  # one actor per machine before two on one
+            )
+            self._env_fns, self._env_seed, self._group_kwargs = list(env_fns), env_seed, group_kwargs
+            self.restart_on_error = restart_on_error
+            self.actor_restarts = [0] * workers  # lost actors replaced, per block
+            self.actors = [self._new_actor(w, env_seed) for w in range(workers)]
+            self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
+            specs = self._gather([a.spec.remote() for a in self.actors], "start")
+            spec = specs[0]
+            for block, other in zip(self.blocks[1:], specs[1:]):
+                spec.check_same(other, block.start)
+            super().__init__(spec, num_envs, mode, copy, validate, stats_window)
+            self.buffers = BatchBuffers(spec, num_envs)
+        except BaseException:
+            self._close()
+            raise
+        buf = self.buffers
+        present = [name for name in _STEP_FIELDS if getattr(buf, name) is not None]
+        finals = [name for name in _FINAL_FIELDS if getattr(buf, name) is not None]
+        # Per actor, the destination views of its block, built once.
+        self._dst = [tuple(getattr(buf, name)[b.start:b.stop] for name in present) for b in self.blocks]
+        self._final_dst = tuple(getattr(buf, name) for name in finals)
+        self._act = [buf.actions[b.start:b.stop] for b in self.blocks]
+
+    def _new_actor(self, w: int, env_seed: int | None) -> Any:
+        block = self.blocks[w]
+        return self._actor_cls.remote([self._env_fns[i] for i in block], block.start, self._mode.value,
+                                      env_seed, self._group_kwargs)
+
+    # -- gathering ------------------------------------------------------------------
+
+    def _gather(self, refs: list[Any], what: str, workers: Sequence[int] | None = None,
+                replace: bool = False) -> list[Any]:
+        """``ray.get`` with a bounded wait; any failure becomes a RayWorkerError naming the actor.
+
+        ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
+        its result is then a :class:`_Lost` for the caller to report.
+        """
+        ray = _ray()
+        workers = list(range(len(refs))) if workers is None else list(workers)
+        try:
+            return ray.get(refs, timeout=self.timeout)
+        except Exception:  # find out which actor failed and why; re-raised below
+            pass
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        hint = ""
+        if what == "start":  # an actor that cannot be placed waits forever: say what it asked for
+            hint = f"cluster resources: {ray.cluster_resources()}; each actor asks for {self._asks}"
+        ready_ids = {r.hex() for r in ready}
+        results: list[Any] = [None] * len(refs)
+        lost: list[int] = []
+        for k, (w, ref) in enumerate(zip(workers, refs)):
+            if ref.hex() not in ready_ids:
+                continue
+            try:
+                results[k] = ray.get(ref, timeout=0)
+            except Exception as exc:  # the actor's own error, with its remote traceback
+                err = self._worker_error(w, what, exc)
+                if not (replace and w in self._dead and self._may_replace(w, err)):
+                    raise err from exc
+                results[k] = _Lost(err)
+                lost.append(w)
+        for w, ref in zip(workers, refs):
+            if ref.hex() not in ready_ids:
+                block = self.blocks[w]
+                extra = f" ({hint})" if hint else ""
+                raise RayWorkerError(
+                    f"Ray actor {w} (envs {block.start}..{block.stop - 1}) did not answer {what} within "
+                    f"{self.timeout:g} s{extra}; raise `timeout` if its envs are slow",
+                    w, block,
+                )
+        return results
+
+    def _may_replace(self, w: int, err: RayWorkerError) -> bool:
+        """Whether lost actor w may be replaced; else say why on ``err``."""
+        if not self.restart_on_error:
+            return False
+        if not self._mode.keeps_final:
+            err.args = (f"{err.args[0]}\n(a lost actor is replaced only in the same_step and fast autoreset "
+                        f"modes, not in {self._mode.value!r})",)
+            return False
+        if self.actor_restarts[w] >= self.restart_on_error:
+            err.args = (f"{err.args[0]}\n(after {self.actor_restarts[w]} replacement(s) of this actor, "
+                        f"its whole restart_on_error budget)",)
+            return False
+        return True
+
+    def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
+        """Actor w died in a step: start a new one and end its envs' episodes as truncated.
+
+        Like a restart inside EnvGroup (same_step): the step reports done, every agent
+        truncated, zero reward and ``infos[i]["restarted"]``; ``final_*`` hold the last
+        observation this process had; ``obs`` is the new env's first. The episodes'
+        returns died with the actor, so these infos carry no ``"episode"`` summary.
+        """
+        ray = _ray()
+        self.actor_restarts[w] += 1
+        try:
+            ray.kill(self.actors[w])
+        except Exception:  # already gone
+            pass
+        block = self.blocks[w]
+        seed = None
+        if self._env_seed is not None:  # reproducible, and new at every replacement
+            entropy = [int(self._env_seed) % 2**63, block.start, self.actor_restarts[w]]
+            seed = int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
+        self.actors[w] = self._new_actor(w, seed)
+        del self._dead[w]
+        buf, rows = self.buffers, slice(block.start, block.stop)
+        buf.final_obs[rows] = buf.obs[rows]
+        buf.final_state[rows] = buf.state[rows]
+        if buf.avail_actions is not None:
+            buf.final_avail_actions[rows] = buf.avail_actions[rows]
+        result = self._gather([self.actors[w].reset.remote(None, None)], "restart", [w])[0]
+        reset_infos = self._copy_in(w, result)
+        buf.reward[rows] = 0.0
+        buf.terminated[rows] = False
+        buf.truncated[rows] = True
+        buf.done[rows] = True
+        infos = {}
+        for j in range(len(block)):
+            info: dict[str, Any] = {"restarted": True, "error": str(err), "actor_restarts": self.actor_restarts[w]}
+            if reset_infos.get(j):
+                info["reset_info"] = reset_infos[j]
+            infos[j] = info
+        return infos
+
+    def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
+        ray = _ray()
+        block = self.blocks[w]
+        where = f"Ray actor {w} (envs {block.start}..{block.stop - 1})"
+        if isinstance(exc, ray.exceptions.RayActorError):
+            # At start, this is usually an env_fn that raised: Ray's text carries its traceback.
+            err = RayWorkerError(f"{where} died during {what}: {_ANSI.sub('', str(exc))}", w, block)
+            self._dead[w] = err
+            return err
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            # EnvGroup names the env on the original exception; it survives pickling.
+            cause = getattr(exc, "cause", None)
+            index = getattr(cause, "marl_vec_env_index", None)
+            env = f", env {index}," if index is not None else ""
+            text = _ANSI.sub("", str(exc))
+            return RayWorkerError(f"{where}{env} raised during {what}:\n{text}", w, block, index)
+        return RayWorkerError(f"{where} failed during {what}: {type(exc).__name__}: {exc}", w, block)
+
+    def _check_alive(self, workers: Sequence[int]) -> None:
+        for w in workers:
+            if w in self._dead:
+                raise RayWorkerError(f"{self._dead[w]}\n(the actor is gone; close() this RayVecEnv and make a new one)",
+                                     w, self.blocks[w])
+
+    def _copy_in(self, w: int, result: tuple) -> dict[int, dict[str, Any]]:
+        """Copy actor w's arrays into its rows of this process's buffers; return its infos.
+
+        The arrays Ray deserialised are the only per-step allocation, and they are
+        not kept: the buffers, allocated once, are what the VecEnv returns.
+        """
+        out, finals, infos = result
+        for dst, src in zip(self._dst[w], out):
+            np.copyto(dst, src)
+        if finals is not None:
+            rows, arrays = finals
+            rows = rows + self.blocks[w].start
+            for dst, src in zip(self._final_dst, arrays):
+                dst[rows] = src
+        return infos
+
+    def _owner(self, indices: list[int]) -> dict[int, list[tuple[int, int]]]:
+        """Actor -> [(position in ``indices``, local env index)], in actor order."""
+        starts = [b.start for b in self.blocks]
+        by_actor: dict[int, list[tuple[int, int]]] = {}
+        for pos, i in enumerate(indices):
+            w = int(np.searchsorted(starts, i, side="right")) - 1
+            by_actor.setdefault(w, []).append((pos, i - starts[w]))
+        return by_actor
+
+    # -- VecEnv -----------------------------------------------------------------------
+
+    def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
+        if env_ids is None:
+            workers = list(range(len(self.actors)))
+            locals_: list[list[int] | None] = [None] * len(workers)
+        else:
+            by_actor = self._owner(env_ids)
+            workers = sorted(by_actor)
+            locals_ = [[j for _, j in by_actor[w]] for w in workers]
+        self._check_alive(workers)
+        refs = [self.actors[w].reset.remote(seed, ids) for w, ids in zip(workers, locals_)]
+        results = self._gather(refs, "reset", workers)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for w, result in zip(workers, results):
+            start = self.blocks[w].start
+            for j, info in self._copy_in(w, result).items():
+                infos[start + j] = info
+        return infos
+
+    def _step_async(self) -> None:
+        self._check_alive(range(len(self.actors)))
+        self._refs = [actor.step.remote(act) for actor, act in zip(self.actors, self._act)]
+
+    def _step_wait(self) -> list[dict[str, Any]]:
+        refs, self._refs = self._refs, []
+        results = self._gather(refs, "step", replace=True)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for w, result in enumerate(results):
+            start = self.blocks[w].start
+            if isinstance(result, _Lost):
+                block_infos = self._replace_lost(w, result.error)
+            else:
+                block_infos = self._copy_in(w, result)
+            for j, info in block_infos.items():
+                infos[start + j] = info
+        return infos
+
+    def _per_actor(self, method: str, indices: list[int], *args: Any, values: list[Any] | None = None) -> list[Any]:
+        by_actor = self._owner(indices)
+        workers = sorted(by_actor)
+        self._check_alive(workers)
+        refs = []
+        for w in workers:
+            local = [j for _, j in by_actor[w]]
+            if values is None:
+                refs.append(getattr(self.actors[w], method).remote(*args, env_ids=local))
+            else:
+                vals = [values[pos] for pos, _ in by_actor[w]]
+                refs.append(getattr(self.actors[w], method).remote(*args, vals, env_ids=local))
+        results = self._gather(refs, method, workers)
+        out: list[Any] = [None] * len(indices)
+        for w, result in zip(workers, results):
+            if result is None:
+                continue
+            for (pos, _), value in zip(by_actor[w], result):
+                out[pos] = value
+        return out
+
+    def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
+        return self._per_actor("call", indices, name, args, kwargs)
+
+    def _get_attr(self, name: str, indices: list[int]) -> list[Any]:
+        return self._per_actor("get_attr", indices, name)
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        self._per_actor("set_attr", indices, name, values=values)
+
+    def _render(self) -> list[Any]:
+        self._check_alive(range(len(self.actors)))
+        frames = self._gather([a.render.remote() for a in self.actors], "render")
+        return [frame for block in frames for frame in block]
+
+    def _close(self) -> None:
+        actors, self.actors = getattr(self, "actors", []), []
+        if actors:
+            ray = _ray()
+            # Let live actors close their envs (engines, game processes), briefly, then end them.
+            refs = [a.close.remote() for w, a in enumerate(actors) if w not in self._dead]
+            try:
+                ray.wait(refs, num_returns=len(refs), timeout=min(self.timeout, 30.0))
+            except Exception:  # a dead actor must not stop the others from being killed
+                pass
+            for actor in actors:
+                try:
+                    ray.kill(actor)
+                except Exception:  # already gone
+                    pass
+        if getattr(self, "_owns_session", False):
+            self._owns_session = False
+            _release_session()
+
+
+def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keyword options, overridden by ``ray_config`` where a keyword was left at its default."""
+    if not ray_config:
+        return explicit
+    unknown = sorted(set(ray_config) - set(_RAY_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown ray_config keys {unknown}; allowed: {', '.join(_RAY_OPTIONS)}")
+    defaults = {"address": None, "num_workers": None, "envs_per_worker": None, "num_cpus_per_worker": 1.0,
+                "resources_per_worker": None, "temp_dir": None, "timeout": 600.0}
+    merged = dict(explicit)
+    for key, value in ray_config.items():
+        if explicit[key] != defaults[key] and value != defaults[key] and value != explicit[key]:
+            raise ValueError(f"ray option {key!r} given both as a keyword ({explicit[key]!r}) and in ray_config ({value!r})")
+        if value is not None and explicit[key] == defaults[key]:
+            merged[key] = value
+    return merged
+
+
+def _block_count(num_envs: int, num_workers: int | None, envs_per_worker: int | None, default: int) -> int:
+    """How many actors: from envs_per_worker, num_workers, or the default; never more than envs."""
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    if envs_per_worker is not None:
+        if envs_per_worker < 1:
+            raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
+        workers = math.ceil(num_envs / envs_per_worker)
+        if num_workers is not None and num_workers != workers:
+            raise ValueError(
+                f"num_workers={num_workers} and envs_per_worker={envs_per_worker} disagree for {num_envs} envs "
+                f"(that would be {workers} workers); give one of them"
+            )
+        return workers
+    if num_workers is not None:
+        if num_workers > num_envs:
+            raise ValueError(f"num_workers={num_workers} is more than num_envs={num_envs}; allowed: 1..{num_envs}")
+        return num_workers
+    return max(1, min(num_envs, default))
