@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -U pip setuptools wheel
 python -m pip install -q -e ".[test]"
-for extra_installer in scripts/install_football.sh; do
+for extra_installer in scripts/install_football.sh scripts/install_sc2.sh; do
     if [ -f "$extra_installer" ]; then
         bash "$extra_installer"
     fi
