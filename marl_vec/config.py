@@ -194,11 +194,11 @@ def load_config(
 
 def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
     """The options of ``vec`` that its backend takes; options of other backends are an error."""
-    kwargs: dict[str, Any] = {"validate": vec.validate_actions}
-    process_only = {"num_workers": vec.num_workers, "start_method": vec.start_method}
+    # restart_on_error lives in EnvGroup, so every backend takes it.
+    kwargs: dict[str, Any] = {"validate": vec.validate_actions, "restart_on_error": vec.restart_on_error}
     if vec.backend == "subproc":
-        kwargs.update({k: v for k, v in process_only.items() if v is not None})
-        kwargs["restart_on_error"] = vec.restart_on_error
+        kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method))
+                       if v is not None})
     elif vec.backend == "ray":
         ray_config = vec.ray.model_dump()
         if vec.start_method is not None:
@@ -210,15 +210,10 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
                 )
             ray_config["num_workers"] = vec.num_workers
         kwargs["ray_config"] = ray_config
-        kwargs["restart_on_error"] = vec.restart_on_error
     else:
-        set_here = [k for k, v in process_only.items() if v is not None]
-        if vec.restart_on_error:
-            set_here.append("restart_on_error")
-        if set_here:
-            raise ConfigError(
-                f"vec.{set_here[0]} applies to the subproc and ray backends, not to backend {vec.backend!r}"
-            )
+        for key in ("num_workers", "start_method"):
+            if getattr(vec, key) is not None:
+                raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
     return kwargs
 
 
