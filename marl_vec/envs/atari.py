@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.base import MultiAgentEnv, NativeEnvAdapter
 from marl_vec.envs.registry import require
 from marl_vec.spec import DiscreteAction, EnvSpec
 
@@ -201,7 +201,7 @@ def _stateless_wrappers() -> tuple[type, ...]:
     return (OrderEnforcing, PassiveEnvChecker)
 
 
-class AtariAdapter(MultiAgentEnv):
+class AtariAdapter(NativeEnvAdapter):
     """One ALE game (a gymnasium env chain from :func:`atari_gym_env`) as one agent.
 
     The state is the observation. ``clip_rewards`` writes the sign of the reward;
@@ -248,13 +248,13 @@ class AtariAdapter(MultiAgentEnv):
             episode_limit=limit,
             stats=("score",),
             snapshots=snapshots,
+            state_is_obs=True,  # the buffers' state is the observation: no second frame copy
         )
         self._score = 0.0
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
         self._obs = row.obs[0]
-        self._state = row.state
         self._reward = row.reward
         self._terminated = row.terminated
         self._truncated = row.truncated
@@ -268,7 +268,6 @@ class AtariAdapter(MultiAgentEnv):
             stack[...] = obs  # every slot holds the reset frame
             obs = stack
         self._obs[...] = obs
-        self._state[...] = obs
         self._score = 0.0
         return info
 
@@ -280,7 +279,6 @@ class AtariAdapter(MultiAgentEnv):
             stack[-1] = obs
             obs = stack
         self._obs[...] = obs
-        self._state[...] = obs
         self._score += reward
         # np.sign of a Python float, without allocating an array.
         self._reward[0] = (reward > 0) - (reward < 0) if self._clip else reward
@@ -309,19 +307,8 @@ class AtariAdapter(MultiAgentEnv):
         if self._stack is not None:
             self._stack[...] = obs
         self._obs[...] = obs
-        self._state[...] = obs
         self._score = 0.0
         return {}
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    @property
-    def native(self) -> Any:
-        return self.env
 
 
 # -- multi-player: PettingZoo's Atari --------------------------------------------
@@ -364,7 +351,7 @@ class _FramePipeline:
         return self.stack if self.opts.frame_stack > 1 else self.stack[0]
 
 
-class MultiAgentAtariAdapter(MultiAgentEnv):
+class MultiAgentAtariAdapter(NativeEnvAdapter):
     """A PettingZoo multi-player Atari game, one agent per player.
 
     Args:
@@ -546,16 +533,6 @@ class MultiAgentAtariAdapter(MultiAgentEnv):
         row.avail_actions[...] = avail
         self._score.fill(0.0)
         return {}
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    @property
-    def native(self) -> Any:
-        return self.env
 
 
 def _parallel_atari_env(module_name: str, kwargs: dict[str, Any]) -> Any:

@@ -82,3 +82,22 @@ class MultiAgentEnv(ABC):
     def native(self) -> Any:
         """The wrapped env, target of ``VecEnv.call``/``get_attr``/``set_attr``."""
         return self
+
+
+class NativeEnvAdapter(MultiAgentEnv):
+    """An adapter around one native env object, ``self.env``.
+
+    Rendering, closing and ``VecEnv.call``/``get_attr``/``set_attr`` go to it.
+    """
+
+    env: Any
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+    @property
+    def native(self) -> Any:
+        return self.env

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
 
 _OBS_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
@@ -44,7 +44,7 @@ def episode_limit_of(env: Any) -> int | None:
     return int(limit) if limit else None
 
 
-class GymAdapter(MultiAgentEnv):
+class GymAdapter(NativeEnvAdapter):
     """Wraps ``env`` as one agent named ``agent_id``."""
 
     def __init__(self, env: gym.Env, agent_id: str = "agent_0"):
@@ -97,16 +97,6 @@ class GymAdapter(MultiAgentEnv):
         self._terminated[0] = terminated
         self._truncated[0] = truncated
         return info
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    @property
-    def native(self) -> gym.Env:
-        return self.env
 
 
 def make_gym(env_id: str, **kwargs: Any) -> GymAdapter:

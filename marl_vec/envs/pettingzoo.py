@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.gym import action_spec_of
 from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
 
@@ -63,7 +63,7 @@ def _state_is_concatenated_obs(env: Any) -> bool:
     return isinstance(unwrapped, SimpleEnv) and type(unwrapped).state is SimpleEnv.state
 
 
-class PettingZooAdapter(MultiAgentEnv):
+class PettingZooAdapter(NativeEnvAdapter):
     """Wraps a PettingZoo ``ParallelEnv``."""
 
     def __init__(self, env: Any):
@@ -213,16 +213,6 @@ class PettingZooAdapter(MultiAgentEnv):
         row.terminated[:] = term
         row.truncated[:] = trunc
         return {"agents": infos} if infos and any(infos.values()) else {}
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    @property
-    def native(self) -> Any:
-        return self.env
 
 
 def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
