@@ -7,6 +7,7 @@
 from marl_vec import envs
 from marl_vec.config import ConfigError, load_config, make
 from marl_vec.episode import AutoresetMode
+from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
 from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
@@ -22,6 +23,8 @@ __all__ = [
     "load_config",
     "ConfigError",
     "AutoresetMode",
+    "EpisodeRunner",
+    "EpisodeBatch",
     "EnvFinishedError",
     "ClosedEnvError",
     "EnvSpec",

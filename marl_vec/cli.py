@@ -2,6 +2,7 @@
 
     marl-vec run [CONFIG] [-o vec.num_envs=32 ...]   random-policy rollout with a summary
     marl-vec info CONFIG                             spec and env_info
+    marl-vec render CONFIG --out run.gif [--steps N] all envs of a rollout, tiled, as a GIF
     marl-vec list                                    env families and shipped configs
 
 CONFIG is a YAML path or a shipped config name (``mpe/simple_spread``, the default).
@@ -38,6 +39,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from marl_vec.rollout import rollout
 
     cfg = _load(args)
+    if args.plot:
+        cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"plot": args.plot})})
     print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
           f"{cfg.run.steps} steps")
     with make_from_config(cfg) as venv:
@@ -61,6 +64,30 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"{cfg.env.family} {cfg.env.id}")
         print(spec.describe())
         print("env_info       " + json.dumps(venv.env_info()))
+    return 0
+
+
+# Families whose envs take gymnasium's render_mode keyword (the others render their own way).
+RENDER_MODE_FAMILIES = ("gym", "atari", "pettingzoo")
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from marl_vec.render import record_gif
+
+    if args.steps < 0 or args.size < 1 or args.fps <= 0:
+        raise ConfigError(f"--steps must be >= 0, --size >= 1 and --fps > 0; got --steps {args.steps}, "
+                          f"--size {args.size}, --fps {args.fps}")
+    overrides = _parse_overrides(args.override)
+    cfg = load_config(args.config, overrides)
+    if cfg.env.family in RENDER_MODE_FAMILIES and "env.kwargs.render_mode" not in overrides:
+        cfg = load_config(args.config, {**overrides, "env.kwargs.render_mode": "rgb_array"})
+    print(f"marl-vec render: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs, {args.steps} steps")
+    with make_from_config(cfg) as venv:
+        try:
+            frames = record_gif(venv, args.out, steps=args.steps, fps=args.fps, max_side=args.size)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    print(f"gif              {args.out}  ({frames} frames)")
     return 0
 
 
@@ -89,11 +116,20 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="random-policy rollout with a progress bar and a summary")
     with_config(run, optional=True)
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--plot", default=None, metavar="PNG", help="plot the episode returns here (sets run.plot)")
     run.set_defaults(func=cmd_run)
 
     info = sub.add_parser("info", help="print the spec and env_info of a config")
     with_config(info, optional=True)
     info.set_defaults(func=cmd_info)
+
+    render = sub.add_parser("render", help="tile the frames of all envs of a random rollout into an animated GIF")
+    with_config(render, optional=True)
+    render.add_argument("--out", required=True, metavar="GIF", help="where to write the GIF")
+    render.add_argument("--steps", type=int, default=50, help="batched steps to record (default 50)")
+    render.add_argument("--fps", type=float, default=10.0, help="frames per second (default 10)")
+    render.add_argument("--size", type=int, default=240, help="longest side of each env's tile in pixels")
+    render.set_defaults(func=cmd_render)
 
     lst = sub.add_parser("list", help="list env families and shipped configs")
     lst.set_defaults(func=cmd_list)
