@@ -148,35 +148,46 @@ class PettingZooAdapter(NativeEnvAdapter):
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
         self._dead_term = np.zeros(len(self.agent_ids), dtype=bool)
         self._dead_trunc = np.zeros(len(self.agent_ids), dtype=bool)
+        # The agents alive after the last reset or step. Reading `env.agents` goes
+        # through several wrapper __getattr__ calls, so it is read once per step.
+        self._live: list[str] | None = None
+        # Whether the env gives action masks at all; without them, available actions
+        # change only when agents die.
+        self._env_masks = any(self._obs_has_mask)
 
     # -- writing results ----------------------------------------------------------
 
-    def _write(self, obs: dict, infos: dict) -> None:
+    def _write(self, obs: dict, infos: dict, live: list[str]) -> None:
         row, index = self.row, self._index
-        row.obs.fill(0)
+        if len(obs) < len(self.agent_ids):
+            row.obs.fill(0)
         # Every agent the env still reports on gets its observation, also at the
         # step it leaves (its last one); only agents still in `agents` are alive.
         for agent, ob in obs.items():
             i = index[agent]
             self._obs_views[i][...] = ob["observation"] if self._obs_has_mask[i] else ob
-        row.agent_mask.fill(False)
+        if not self._env_masks and infos:
+            self._env_masks = any("action_mask" in info for info in infos.values() if info)
+        live_changed = live != self._live
+        if live_changed:
+            self._live = list(live)
+            row.agent_mask.fill(False)
+            for agent in live:
+                row.agent_mask[index[agent]] = True
         avail = row.avail_actions
-        if avail is not None:
+        if avail is not None and (live_changed or self._env_masks):
             avail.fill(False)
             avail[:, 0] = True  # dead agents may only take the no-op
-        for agent in self.env.agents:
-            i = index[agent]
-            row.agent_mask[i] = True
-            if avail is None:
-                continue
-            mask = None
-            if self._obs_has_mask[i] and agent in obs:
-                mask = obs[agent]["action_mask"]
-            else:
-                info = infos.get(agent)
-                mask = info.get("action_mask") if info else None
-            n = self._n_native[i]
-            avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+            for agent in live:
+                i = index[agent]
+                mask = None
+                if self._obs_has_mask[i] and agent in obs:
+                    mask = obs[agent]["action_mask"]
+                else:
+                    info = infos.get(agent)
+                    mask = info.get("action_mask") if info else None
+                n = self._n_native[i]
+                avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
         if self._has_state:
             row.state[...] = self.env.state()
         # else: the buffers' state is these observations (spec.state_is_obs)
@@ -185,29 +196,33 @@ class PettingZooAdapter(NativeEnvAdapter):
         obs, infos = self.env.reset(seed=seed)
         self._dead_term.fill(False)
         self._dead_trunc.fill(False)
-        self._write(obs, infos or {})
+        self._live = None
+        self._write(obs, infos or {}, list(self.env.agents))
         return {"agents": infos} if infos and any(infos.values()) else {}
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         row, index = self.row, self._index
+        acting = self._live or []
         if self.spec.discrete:
             starts = self._action_starts
-            native = {a: int(actions[index[a]]) + starts[index[a]] for a in self.env.agents}
+            chosen = actions.tolist()  # Python ints at once, cheaper than indexing numpy per agent
+            native = {a: chosen[index[a]] + starts[index[a]] for a in acting}
         else:
-            native = {a: actions[index[a]] for a in self.env.agents}
+            native = {a: actions[index[a]] for a in acting}
         obs, rewards, terms, truncs, infos = self.env.step(native)
-        self._write(obs, infos)
+        live = self.env.agents
+        self._write(obs, infos, live)
         # The step's reward and flags for every agent that acted; the rest keep theirs.
         row.reward.fill(0.0)
         term, trunc = self._dead_term, self._dead_trunc
         for agent in native:
             i = index[agent]
             row.reward[i] = rewards.get(agent, 0.0)
-            term[i] = bool(terms.get(agent, False))
-            trunc[i] = bool(truncs.get(agent, False))
-            if not row.agent_mask[i] and not (term[i] or trunc[i]):
-                term[i] = True  # left `agents` without a flag: it is dead all the same
-        if not self.env.agents:
+            t, u = bool(terms.get(agent, False)), bool(truncs.get(agent, False))
+            if not (t or u) and agent not in live:
+                t = True  # left `agents` without a flag: it is dead all the same
+            term[i], trunc[i] = t, u
+        if not live:
             # The env ended; an agent it never flagged was cut off with it.
             np.logical_or(trunc, ~(term | trunc), out=trunc)
         row.terminated[:] = term
