@@ -3,6 +3,7 @@
     marl-vec run [CONFIG] [-o vec.num_envs=32 ...]   random-policy rollout with a summary
     marl-vec info CONFIG                             spec and env_info
     marl-vec render CONFIG --out run.gif [--steps N] all envs of a rollout, tiled, as a GIF
+    marl-vec bench [CONFIG] [--backends dummy,subproc]  env-steps/s of each backend on this config
     marl-vec list                                    env families and shipped configs
 
 CONFIG is a YAML path or a shipped config name (``mpe/simple_spread``, the default).
@@ -91,6 +92,30 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Which backend suits this env here: the same random rollout on each, as ratios."""
+    from marl_vec.rollout import rollout
+
+    cfg = _load(args)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    allowed = ("dummy", "subproc", "ray")
+    unknown = [b for b in backends if b not in allowed]
+    if unknown or not backends:
+        raise ConfigError(f"--backends {args.backends!r}: allowed are {', '.join(allowed)}, comma-separated")
+    print(f"marl-vec bench: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs, {args.steps} steps per backend")
+    results: list[tuple[str, float]] = []
+    for backend in backends:
+        vec = cfg.vec.model_copy(update={"backend": backend})
+        with make_from_config(cfg.model_copy(update={"vec": vec})) as venv:
+            rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
+            summary = rollout(venv, args.steps, seed=cfg.run.seed, progress=not args.no_progress)
+        results.append((backend, summary.steps_per_second))
+    base = results[0][1]
+    for backend, rate in results:
+        print(f"  {backend:<8} {rate:>12,.0f} env-steps/s   {rate / base:5.2f}x {results[0][0]}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     print("env families:")
     for fam in FAMILIES.values():
@@ -130,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--fps", type=float, default=10.0, help="frames per second (default 10)")
     render.add_argument("--size", type=int, default=240, help="longest side of each env's tile in pixels")
     render.set_defaults(func=cmd_render)
+
+    bench = sub.add_parser("bench", help="env-steps/s of each backend on a config, as ratios")
+    with_config(bench, optional=True)
+    bench.add_argument("--backends", default="dummy,subproc", help="comma-separated: dummy, subproc, ray")
+    bench.add_argument("--steps", type=int, default=300, help="batched steps per backend (default 300)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.set_defaults(func=cmd_bench)
 
     lst = sub.add_parser("list", help="list env families and shipped configs")
     lst.set_defaults(func=cmd_list)

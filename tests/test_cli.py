@@ -43,3 +43,12 @@ def test_bad_override_exits_2_with_the_reason(capsys):
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "marl_vec.cli", "list"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "shipped configs:" in out.stdout
+
+
+def test_bench_compares_backends(capsys):
+    assert main(["bench", "gym/cartpole", "--steps", "20", "--no-progress", "-o", "vec.num_envs=4"]) == 0
+    out = capsys.readouterr().out
+    assert "CartPole-v1, 4 envs, 20 steps per backend" in out
+    assert "dummy" in out and "1.00x dummy" in out and "subproc" in out
+    assert main(["bench", "--backends", "threads"]) == 2
+    assert "--backends 'threads': allowed are dummy, subproc, ray" in capsys.readouterr().err
