@@ -53,7 +53,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.spec import DiscreteAction, EnvSpec
 
 REPRESENTATIONS = ("simple115v2", "simple115", "extracted")
@@ -87,8 +87,9 @@ def scenarios() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(gfootball.scenarios.__path__) if not m.ispkg)
 
 
-class FootballAdapter(MultiAgentEnv):
-    """Wraps one gfootball env.
+class FootballAdapter(NativeEnvAdapter):
+    """Wraps one gfootball env; ``close()`` returns its engine to gfootball's
+    per-process pool, where its memory stays for the next env to reuse.
 
     Args:
         scenario: a gfootball scenario name, e.g. ``academy_3_vs_1_with_keeper``.
@@ -284,14 +285,6 @@ class FootballAdapter(MultiAgentEnv):
                     "SubprocVecEnv with one env per worker"
                 ) from exc
             raise
-
-    def close(self) -> None:
-        # Returns the engine to gfootball's per-process pool (its memory stays).
-        self.env.close()
-
-    @property
-    def native(self) -> Any:
-        return self.env
 
 
 def make_football(env_id: str, **kwargs: Any) -> FootballAdapter:
