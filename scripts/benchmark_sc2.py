@@ -85,11 +85,12 @@ def adapter_loop(n_envs: int, steps: int) -> float:
         return steps * n_envs / (time.perf_counter() - start)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--envs", type=int, default=4)
-    args = parser.parse_args()
+    parser.add_argument("--seconds", type=float, default=None, help="ignored: this suite runs a fixed number of steps")
+    args = parser.parse_args(argv)
     raw = raw_loop(args.envs, args.steps)
     adapted = adapter_loop(args.envs, args.steps)
     print(f"pysc2 alone (mock)     {raw:10.0f} env-steps/s  ({1e6 / raw:.0f} us per env-step)")

@@ -46,6 +46,8 @@ sys.path.insert(0, str(HERE.parent))
 import marl_vec as mv  # noqa: E402
 from benchmark import (  # noqa: E402
     Candidate,
+    candidate,
+    gym_vector,
     marl_vec_candidate,
     measure,
     plain_gym_loop,
@@ -144,44 +146,21 @@ def cpu_report(title: str, makers: list[Callable[[], Candidate]], steps: int) ->
 def supersuit_concat(make_env: Callable, n: int, actions: np.ndarray, num_cpus: int = 2) -> Candidate:
     import supersuit as ss
 
-    def setup():
+    def build():
         venv = ss.concat_vec_envs_v1(
             ss.pettingzoo_env_to_vec_env_v1(make_env()), n, num_cpus=num_cpus, base_class="gymnasium"
         )
         venv.reset(seed=0)
-        flat = actions.reshape(len(actions), -1)  # (T, n * agents): one "env" per agent
-        t = [0]
+        # One "env" per agent: (n, agents) actions flattened.
+        return (lambda a: venv.step(a.reshape(-1))), venv.close
 
-        def run(steps: int) -> None:
-            for _ in range(steps):
-                venv.step(flat[t[0] % len(flat)])
-                t[0] += 1
-
-        candidate.teardown = venv.close
-        return run
-
-    candidate = Candidate(f"SuperSuit concat ({num_cpus} procs)", setup)
-    return candidate
+    return candidate(f"SuperSuit concat ({num_cpus} procs)", build, actions)
 
 
 def gym_async(make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
     import gymnasium as gym
 
-    def setup():
-        venv = gym.vector.AsyncVectorEnv([make_env] * n)
-        venv.reset(seed=0)
-        t = [0]
-
-        def run(steps: int) -> None:
-            for _ in range(steps):
-                venv.step(actions[t[0] % len(actions)][:, 0])
-                t[0] += 1
-
-        candidate.teardown = venv.close
-        return run
-
-    candidate = Candidate("gymnasium AsyncVectorEnv", setup)
-    return candidate
+    return gym_vector("gymnasium AsyncVectorEnv", lambda: gym.vector.AsyncVectorEnv([make_env] * n), actions)
 
 
 def subproc(fns: list, workers: int = 2, **kwargs: Any) -> Callable[[], mv.VecEnv]:

@@ -268,3 +268,24 @@ def test_atari_fast_autoreset_restores_snapshots_in_workers():
             assert_same_result(a, b, f"step {t}")
             ended += int(a.done.sum())
         assert ended == 4  # each env ended twice, and restarted from its snapshot
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_workers_see_environment_variables_set_after_earlier_workers(method, monkeypatch):
+    # A forkserver is started once; its children would otherwise keep the
+    # environment it had then, not the parent's now.
+    first = mv.SubprocVecEnv([EnvVarEnv] * 2, num_workers=2, start_method=method)
+    first.close()
+    monkeypatch.setenv("MARL_VEC_TEST_VARIABLE", "set later")
+    with mv.SubprocVecEnv([EnvVarEnv] * 2, num_workers=2, start_method=method) as venv:
+        assert venv.get_attr("seen") == ["set later", "set later"]
+
+
+class EnvVarEnv(gym.Env):
+    observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        import os
+
+        self.seen = os.environ.get("MARL_VEC_TEST_VARIABLE")

@@ -195,7 +195,8 @@ class SubprocVecEnv(VecEnv):
             inherited = list(self._conns) if method == "fork" else []  # spawn copies only what it is given
             process = ctx.Process(
                 target=worker_main,
-                args=(w, child, block, start, num_envs, mode.value, env_seed, restart_on_error, inherited),
+                args=(w, child, block, start, num_envs, mode.value, env_seed, restart_on_error, inherited,
+                      None if method == "fork" else dict(os.environ)),
                 name=f"marl_vec-subproc-{w}",
                 daemon=True,  # multiprocessing terminates daemons at exit, a last safety net
             )

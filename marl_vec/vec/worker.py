@@ -65,6 +65,7 @@ def worker_main(
     env_seed: int | None,
     restart_on_error: int,
     inherited: Sequence[Any] = (),
+    environ: dict[str, str] | None = None,
 ) -> None:
     """Entry point of a worker process (also under spawn: importable, arguments picklable).
 
@@ -78,9 +79,15 @@ def worker_main(
         inherited: under fork, the parent's ends of every pipe made so far (this
             worker's own included); closed at once, or the worker would never read
             EOF when the parent dies, and would keep its siblings from reading it.
+        environ: the parent's environment variables when it made this worker. A
+            forkserver child inherits the server's, fixed when the server started,
+            so a variable set later (SC2PATH, say) would be missing without this.
     """
     for other in inherited:
         other.close()
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     # Ctrl-C reaches every process of the terminal's foreground group; only the
     # parent decides what an interrupt means, and it closes the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
