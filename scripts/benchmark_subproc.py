@@ -33,6 +33,7 @@ import argparse
 import functools
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -194,21 +195,37 @@ def simple_spread(seconds: float, lines: list[str]) -> None:
         lambda: supersuit_concat(spread, n, actions),
     ], steps=max(20, int(30 * seconds)))
 
-    # Memory: each candidate alone, so that one tree's PSS does not include another's.
-    mem = [f"PSS of the whole process tree, simple_spread x {n} (each alone, after 5 steps)"]
-    for make in (
-        lambda: plain_parallel_loop(spread, n, actions),
-        lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
-        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
-        lambda: supersuit_concat(spread, n, actions),
-    ):
-        try:
-            candidate, pss = alone(make())
-        except ImportError:
+    # Memory: each candidate alone in a fresh interpreter, so that neither another
+    # candidate nor this benchmark's own imports count in its tree's PSS.
+    mem = [f"PSS of the whole process tree, simple_spread x {n} (each alone in a fresh process, after 5 steps)"]
+    for name in MEMORY_CANDIDATES:
+        out = subprocess.run([sys.executable, __file__, "--memory-of", name, "--num-envs", str(n)],
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            mem.append(f"  {name:<28} failed: {out.stderr.strip().splitlines()[-1:]}")
             continue
-        mem.append(f"  {candidate.name:<28} {pss:>9.0f} MB")
+        mem.append(f"  {name:<28} {float(out.stdout.split()[-1]):>9.0f} MB")
     print("\n".join(mem), flush=True)
     lines += mem
+
+
+MEMORY_CANDIDATES = ("plain loop", "DummyVecEnv", "SubprocVecEnv (2 workers)", "SuperSuit concat (2 procs)")
+
+
+def memory_of(name: str, n: int) -> float:
+    """Build one simple_spread candidate in this (fresh) process; the tree's PSS after 5 steps."""
+    from mpe2 import simple_spread_v3
+
+    spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
+    actions = np.random.default_rng(0).integers(1, 5, size=(16, n, 3))
+    make = {
+        "plain loop": lambda: plain_parallel_loop(spread, n, actions),
+        "DummyVecEnv": lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
+        "SubprocVecEnv (2 workers)": lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
+        "SuperSuit concat (2 procs)": lambda: supersuit_concat(spread, n, actions),
+    }[name]
+    _, pss = alone(make())
+    return pss
 
 
 def cartpole(seconds: float, lines: list[str]) -> None:
@@ -280,7 +297,12 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0, help="time per candidate per case (split over 5 rounds)")
     parser.add_argument("--cases", default="spread,cartpole,pong", help="comma-separated subset of spread,cartpole,pong")
+    parser.add_argument("--memory-of", choices=MEMORY_CANDIDATES, help=argparse.SUPPRESS)
+    parser.add_argument("--num-envs", type=int, default=32, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_of:
+        print(memory_of(args.memory_of, args.num_envs))
+        return []
     lines: list[str] = []
     chosen = set(args.cases.split(","))
     for name, case in (("spread", simple_spread), ("cartpole", cartpole), ("pong", pong)):
