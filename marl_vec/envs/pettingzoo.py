@@ -146,8 +146,6 @@ class PettingZooAdapter(NativeEnvAdapter):
             else:
                 self._obs_views.append(row.obs[i][tuple(slice(0, d) for d in shape)])
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
-        self._dead_term = np.zeros(len(self.agent_ids), dtype=bool)
-        self._dead_trunc = np.zeros(len(self.agent_ids), dtype=bool)
         # The agents alive after the last reset or step. Reading `env.agents` goes
         # through several wrapper __getattr__ calls, so it is read once per step.
         self._live: list[str] | None = None
@@ -194,8 +192,9 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, infos = self.env.reset(seed=seed)
-        self._dead_term.fill(False)
-        self._dead_trunc.fill(False)
+        # The row may still hold the last episode's flags (same_step keeps them for
+        # the step that ended it); the first step of this episode starts afresh.
+        self._fresh_episode = True
         self._live = None
         self._write(obs, infos or {}, list(self.env.agents))
         return {"agents": infos} if infos and any(infos.values()) else {}
@@ -212,21 +211,25 @@ class PettingZooAdapter(NativeEnvAdapter):
         obs, rewards, terms, truncs, infos = self.env.step(native)
         live = self.env.agents
         self._write(obs, infos, live)
-        # The step's reward and flags for every agent that acted; the rest keep theirs.
-        row.reward.fill(0.0)
-        term, trunc = self._dead_term, self._dead_trunc
+        # The step's reward and flags for every agent that acted. Dead agents'
+        # flags stay in the row as the env last said; their reward is zero.
+        if len(native) < len(self.agent_ids):
+            row.reward.fill(0.0)
+        reward, terminated, truncated = row.reward, row.terminated, row.truncated
+        if self._fresh_episode:
+            self._fresh_episode = False
+            terminated.fill(False)
+            truncated.fill(False)
         for agent in native:
             i = index[agent]
-            row.reward[i] = rewards.get(agent, 0.0)
+            reward[i] = rewards.get(agent, 0.0)
             t, u = bool(terms.get(agent, False)), bool(truncs.get(agent, False))
             if not (t or u) and agent not in live:
                 t = True  # left `agents` without a flag: it is dead all the same
-            term[i], trunc[i] = t, u
+            terminated[i], truncated[i] = t, u
         if not live:
             # The env ended; an agent it never flagged was cut off with it.
-            np.logical_or(trunc, ~(term | trunc), out=trunc)
-        row.terminated[:] = term
-        row.truncated[:] = trunc
+            np.logical_or(truncated, ~(terminated | truncated), out=truncated)
         return {"agents": infos} if infos and any(infos.values()) else {}
 
 
