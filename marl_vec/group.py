@@ -76,6 +76,7 @@ class EnvGroup:
             raise ValueError(f"restart_on_error must be a number of restarts >= 0, got {restart_on_error}")
         self.restart_on_error = int(restart_on_error)
         self.mode = AutoresetMode.parse(autoreset)
+        self._keeps_final = self.mode.keeps_final  # read at every episode end
         self.start = start
         self.env_seed = env_seed
         self.buffers = buffers
@@ -87,6 +88,7 @@ class EnvGroup:
         stop = start + k
         self._row_offset = row_offset
         spec = buffers.spec
+        self._state_is_obs = spec.state_is_obs
         for j, adapter in enumerate(self.adapters):
             spec.check_same(adapter.spec, start + j)
         if self.mode is AutoresetMode.FAST and not spec.snapshots:
@@ -233,11 +235,12 @@ class EnvGroup:
         info["episode"] = self.episodes.summary(j, stats)
         self.episodes.clear(j)
         mode = self.mode
-        if mode.keeps_final:
+        if self._keeps_final:
             g = self.start + j - self._row_offset  # this env's row in the buffers
             buf, row = self.buffers, self._rows[j]
             buf.final_obs[g] = row.obs
-            buf.final_state[g] = row.state
+            if not self._state_is_obs:  # else final_state is final_obs's memory
+                buf.final_state[g] = row.state
             if row.avail_actions is not None:
                 buf.final_avail_actions[g] = row.avail_actions
             reset_info = self._reset_guarded(j, None, clear_step=False, auto=True)
