@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from marl_vec.spec import EnvSpec
+from marl_vec.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
 
@@ -29,7 +29,7 @@ class RandomPolicy:
         self.spec = spec
         self.rng = np.random.default_rng(seed)
         self.num_envs = num_envs
-        if not spec.discrete:
+        if isinstance(spec.action, ContinuousAction):
             low = np.broadcast_to(spec.action.low, spec.action_shape).astype(np.float64)
             high = np.broadcast_to(spec.action.high, spec.action_shape).astype(np.float64)
             self.low = np.where(np.isfinite(low), low, -1.0)

@@ -153,10 +153,10 @@ class EnvSpec:
 
     def describe(self) -> str:
         """A few readable lines, for ``marl-vec info``."""
-        if self.discrete:
-            action = f"discrete, {self.n_actions} actions"
-        else:
+        if isinstance(self.action, ContinuousAction):
             action = f"continuous {self.action_shape} in [{self.action.low.min()}, {self.action.high.max()}]"
+        else:
+            action = f"discrete, {self.n_actions} actions"
         lines = [
             f"agents         {self.n_agents}: {', '.join(self.agents)}",
             f"obs            {self.obs_shape} {self.obs_dtype}" + ("  (zero-padded)" if self.obs_padded else ""),

@@ -28,7 +28,7 @@ import numpy as np
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import EnvSpec
+from marl_vec.spec import DiscreteAction, EnvSpec
 
 
 @dataclass
@@ -90,16 +90,17 @@ class VecEnv(ABC):
         self._waiting = False
         self._has_reset = False
         self._agent_ids = spec.agents
-        if spec.discrete:
-            self._n_actions = spec.n_actions
+        action = spec.action
+        if isinstance(action, DiscreteAction):
+            self._n_actions = action.n_actions
             # Scratch for the allocation-free availability check: flat index of
             # (env, agent, action) = base + action.
-            self._flat_base = np.arange(num_envs * spec.n_agents, dtype=np.int64) * spec.n_actions
+            self._flat_base = np.arange(num_envs * spec.n_agents, dtype=np.int64) * action.n_actions
             self._flat_index = np.empty_like(self._flat_base)
             self._chosen = np.empty(num_envs * spec.n_agents, dtype=bool)
         else:
-            self._low = np.broadcast_to(np.asarray(spec.action.low, dtype=np.float64), spec.action_shape)
-            self._high = np.broadcast_to(np.asarray(spec.action.high, dtype=np.float64), spec.action_shape)
+            self._low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), spec.action_shape)
+            self._high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), spec.action_shape)
 
     # -- what a backend implements --------------------------------------------
 
@@ -294,7 +295,7 @@ class VecEnv(ABC):
                 e, a = (int(x) for x in np.argwhere(bad)[0])
                 raise ValueError(
                     f"action {actions[e, a].tolist()} for env {e}, agent {self._agent_ids[a]!r} is outside "
-                    f"the action space [{spec.action.low.tolist()}, {spec.action.high.tolist()}]"
+                    f"the action space [{self._low.tolist()}, {self._high.tolist()}]"
                 )
 
     def _all_available(self, actions: np.ndarray) -> bool:

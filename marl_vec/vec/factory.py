@@ -23,7 +23,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
-def backend_class(name: str) -> type[VecEnv]:
+def backend_class(name: str) -> Callable[..., VecEnv]:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
     module_name, class_name = BACKENDS[name]
