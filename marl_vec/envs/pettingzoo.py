@@ -7,7 +7,8 @@ Conventions (see README.md, "PettingZoo"):
   when all have the same rank, else flattened and padded); ``spec.obs_padded`` says so.
 - Discrete action spaces of different sizes are padded; padded actions are never available.
 - Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
-  ``infos[agent]["action_mask"]``; otherwise every native action is available.
+  ``infos[agent]["action_mask"]`` (looked for in the infos of each episode's reset and
+  first step); otherwise every native action is available.
 - State: ``env.state()`` where the env has a ``state_space``, else the agents'
   (padded) observations concatenated, sharing memory with ``obs`` (free). mpe2's
   ``state()`` is defined as that concatenation, so for mpe2 envs with unpadded
@@ -164,8 +165,6 @@ class PettingZooAdapter(NativeEnvAdapter):
         for agent, ob in obs.items():
             i = index[agent]
             self._obs_views[i][...] = ob["observation"] if self._obs_has_mask[i] else ob
-        if not self._env_masks and infos:
-            self._env_masks = any("action_mask" in info for info in infos.values() if info)
         live_changed = live != self._live
         if live_changed:
             self._live = list(live)
@@ -190,11 +189,17 @@ class PettingZooAdapter(NativeEnvAdapter):
             row.state[...] = self.env.state()
         # else: the buffers' state is these observations (spec.state_is_obs)
 
+    def _look_for_masks(self, infos: dict | None) -> None:
+        """Masks in infos are looked for at the start of each episode, not every step."""
+        if not self._env_masks and infos:
+            self._env_masks = any("action_mask" in info for info in infos.values() if info)
+
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, infos = self.env.reset(seed=seed)
         # The row may still hold the last episode's flags (same_step keeps them for
         # the step that ended it); the first step of this episode starts afresh.
         self._fresh_episode = True
+        self._look_for_masks(infos)
         self._live = None
         self._write(obs, infos or {}, list(self.env.agents))
         return {"agents": infos} if infos and any(infos.values()) else {}
@@ -209,6 +214,8 @@ class PettingZooAdapter(NativeEnvAdapter):
         else:
             native = {a: actions[index[a]] for a in acting}
         obs, rewards, terms, truncs, infos = self.env.step(native)
+        if self._fresh_episode:
+            self._look_for_masks(infos)
         live = self.env.agents
         self._write(obs, infos, live)
         # The step's reward and flags for every agent that acted. Dead agents'
