@@ -28,6 +28,13 @@ EnvFn = Callable[[], Any]
 class EnvFinishedError(RuntimeError):
     """Stepping an env that finished its episode under ``autoreset='disabled'``."""
 
+    @classmethod
+    def for_env(cls, index: int) -> "EnvFinishedError":
+        return cls(
+            f"env {index} finished its episode and autoreset='disabled'; "
+            f"call reset(env_ids=[{index}]) before stepping it again"
+        )
+
 
 class EnvGroup:
     """Steps ``len(env_fns)`` envs over rows ``[start, start + k)`` of ``buffers``.
@@ -177,11 +184,7 @@ class EnvGroup:
     def step(self) -> list[dict[str, Any]]:
         """Step every env with the actions already in the buffer; returns k infos."""
         if self.finished:
-            j = min(self.finished)
-            raise EnvFinishedError(
-                f"env {self.start + j} finished its episode and autoreset='disabled'; "
-                f"call reset(env_ids=[{self.start + j}]) before stepping it again"
-            )
+            raise EnvFinishedError.for_env(self.start + min(self.finished))
         adapters, act_rows, waiting = self.adapters, self._act_rows, self._waiting
         n = len(adapters)
         infos: list[dict[str, Any]] = [None] * n  # type: ignore[list-item]

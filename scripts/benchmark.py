@@ -178,8 +178,8 @@ def core(seconds: float) -> list[str]:
         cases = [
             plain_gym_loop(cartpole, n, actions),
             gym_sync(cartpole, n, actions),
-            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([cartpole] * n), actions),
-            marl_vec_candidate("DummyVecEnv lean", lambda: mv.DummyVecEnv([cartpole] * n, copy=False, validate=False), actions),
+            marl_vec_candidate("DummyVecEnv", lambda n=n: mv.DummyVecEnv([cartpole] * n), actions),
+            marl_vec_candidate("DummyVecEnv lean", lambda n=n: mv.DummyVecEnv([cartpole] * n, copy=False, validate=False), actions),
         ]
         measure(cases, n, seconds, clock=CLOCK)
         lines += report(f"CartPole-v1 x {n}", cases)
@@ -188,8 +188,8 @@ def core(seconds: float) -> list[str]:
         actions = rng.integers(1, 5, size=(256, n, 3))
         cases = [
             plain_parallel_loop(spread, n, actions),
-            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
-            marl_vec_candidate("DummyVecEnv lean", lambda: mv.DummyVecEnv([spread] * n, copy=False, validate=False), actions),
+            marl_vec_candidate("DummyVecEnv", lambda n=n: mv.DummyVecEnv([spread] * n), actions),
+            marl_vec_candidate("DummyVecEnv lean", lambda n=n: mv.DummyVecEnv([spread] * n, copy=False, validate=False), actions),
         ]
         measure(cases, n, seconds, clock=CLOCK)
         lines += report(f"mpe2 simple_spread x {n}", cases)

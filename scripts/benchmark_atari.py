@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> list[str]:
         cases = [
             plain_loop_into_batch(make_gym, n, actions),
             gym_sync(make_gym, n, actions),
-            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([make_ours] * n), actions),
-            marl_vec_candidate("DummyVecEnv copy=False", lambda: mv.DummyVecEnv([make_ours] * n, copy=False), actions),
+            marl_vec_candidate("DummyVecEnv", lambda make_ours=make_ours: mv.DummyVecEnv([make_ours] * n), actions),
+            marl_vec_candidate("DummyVecEnv copy=False", lambda make_ours=make_ours: mv.DummyVecEnv([make_ours] * n, copy=False), actions),
         ]
         measure(cases, n, args.seconds, clock=time.process_time)
         lines += report(f"{ENV_ID} x {n}, {kind} frames (CPU time)", cases)

@@ -18,6 +18,15 @@ def first_available(result):
     return result.avail_actions.argmax(axis=-1)
 
 
+def play(mode: str, steps: int = 6, env_seed: int = 0):
+    """A batch of FNS in ``mode``, reset and stepped ``steps`` times with available actions."""
+    venv = mv.DummyVecEnv(FNS, env_seed=env_seed, autoreset=mode)
+    r = venv.reset()
+    for _ in range(steps):
+        r = venv.step(first_available(r))
+    return venv, r
+
+
 def native_obs(seed: int, steps: int, reset_again: bool = False, episode_len: int = 6):
     """A native DyingAgentEnv's observations after `steps` (first-available) steps."""
     env = DyingAgentEnv(episode_len=episode_len)
@@ -31,10 +40,7 @@ def native_obs(seed: int, steps: int, reset_again: bool = False, episode_len: in
 
 
 def test_same_step_resets_at_once_and_continues_the_envs_random_stream():
-    venv = mv.DummyVecEnv(FNS, env_seed=10)
-    r = venv.reset()
-    for _ in range(6):
-        r = venv.step(first_available(r))
+    venv, r = play("same_step", env_seed=10)
     assert r.done.tolist() == [True, False]
     expected = native_obs(10, 6, reset_again=True)
     assert r.obs[0, 0].tolist() == expected["a0"].tolist()
@@ -44,10 +50,7 @@ def test_same_step_resets_at_once_and_continues_the_envs_random_stream():
 
 
 def test_next_step_returns_the_reset_observation_one_step_later():
-    venv = mv.DummyVecEnv(FNS, env_seed=0, autoreset="next_step")
-    r = venv.reset()
-    for _ in range(6):
-        r = venv.step(first_available(r))
+    venv, r = play("next_step", env_seed=0)
     assert r.done.tolist() == [True, False] and r.final_obs is None
     assert r.obs[0, 0, 0] == 6.0, "the episode's last observation stays in obs"
     assert r.truncated[0].tolist() == [True, False, True]
@@ -63,10 +66,7 @@ def test_next_step_returns_the_reset_observation_one_step_later():
 
 
 def test_disabled_refuses_to_step_a_finished_env_until_it_is_reset():
-    venv = mv.DummyVecEnv(FNS, env_seed=0, autoreset="disabled")
-    r = venv.reset()
-    for _ in range(6):
-        r = venv.step(first_available(r))
+    venv, r = play("disabled", env_seed=0)
     assert r.done.tolist() == [True, False]
     with pytest.raises(mv.EnvFinishedError, match=r"env 0 finished its episode.*reset\(env_ids=\[0\]\)"):
         venv.step(first_available(r))
@@ -80,10 +80,7 @@ def test_disabled_refuses_to_step_a_finished_env_until_it_is_reset():
 
 
 def test_one_episode_repeats_the_last_step_with_zero_reward():
-    venv = mv.DummyVecEnv(FNS, env_seed=0, autoreset="one_episode")
-    r = venv.reset()
-    for _ in range(6):
-        r = venv.step(first_available(r))
+    venv, r = play("one_episode", env_seed=0)
     last = r
     episodes = 1
     for _ in range(4):

@@ -254,11 +254,7 @@ class VecEnv(ABC):
     def _check_not_finished(self) -> None:
         done = self.buffers.done
         if done.any():
-            i = int(np.flatnonzero(done)[0])
-            raise EnvFinishedError(
-                f"env {i} finished its episode and autoreset='disabled'; "
-                f"call reset(env_ids=[{i}]) before stepping it again"
-            )
+            raise EnvFinishedError.for_env(int(np.flatnonzero(done)[0]))
 
     def _write_actions(self, actions: Any) -> None:
         buf = self.buffers.actions
