@@ -59,6 +59,8 @@ class RayConfig(_Strict):
     resources_per_worker: dict[str, float] = Field(default_factory=dict)
     temp_dir: Optional[str] = None  # a local cluster's files (default: Ray's /tmp/ray)
     timeout: float = Field(default=600.0, gt=0)  # seconds to wait for an actor before reporting it hung
+    # auto: actors on this machine step over shared memory, others over Ray calls; ray: all over Ray calls
+    transport: Literal["auto", "ray"] = "auto"
 
 
 class VecConfig(_Strict):

@@ -5,13 +5,16 @@
     python scripts/benchmark_ray.py --seconds 3   # steadier
     python scripts/benchmark.py --suite ray       # the same, from the main benchmark
 
-Cases, on a local cluster of this machine (``ray.init(num_cpus=2)``):
+Cases, on a local cluster of this machine (``ray.init(num_cpus=4)``, logical CPUs so
+that both RayVecEnv candidates can be placed at once):
 
 - mpe2 simple_spread x 32: plain loop, DummyVecEnv, SubprocVecEnv (2 workers,
-  skipped with a note when marl_vec.vec.subproc is missing), RayVecEnv (2 actors).
-  The goal: RayVecEnv >= 0.8x SubprocVecEnv.
-- the per-step cost of Ray itself: simple_spread x 2 as one env per actor, against
-  DummyVecEnv x 2; the difference per step is what a round trip to the actors costs.
+  skipped with a note when marl_vec.vec.subproc is missing), RayVecEnv (2 actors)
+  with each transport: ``auto`` (actors on this machine step over shared memory,
+  what a one-machine run uses) and ``ray`` (every step through Ray calls, what
+  actors on other machines use). The goal: RayVecEnv >= 0.8x SubprocVecEnv.
+- the per-step cost of reaching the actors: simple_spread x 2 as one env per actor,
+  against DummyVecEnv x 2; the difference per step is what a round trip costs.
 
 Candidates run in turns (round-robin, best round kept, see ``benchmark.measure``)
 because the machine is shared; only ratios within one run mean something.
@@ -37,6 +40,7 @@ import marl_vec as mv  # noqa: E402
 from benchmark import Candidate, marl_vec_candidate, measure, plain_parallel_loop, report  # noqa: E402
 from marl_vec.envs import make_env_fn  # noqa: E402
 from marl_vec.envs.registry import require  # noqa: E402
+from marl_vec.vec.ray import TRANSPORTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> list[str]:
 
     # One session for every candidate: starting Ray (~5 s) is not a per-step cost.
     temp_dir = tempfile.mkdtemp(prefix="mvray", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
+    # Logical CPUs, for placement only: both RayVecEnvs (2 actors of 1 CPU each) live at once.
+    ray.init(num_cpus=4, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
     lines: list[str] = []
     try:
         spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
@@ -68,28 +73,40 @@ def main(argv: list[str] | None = None) -> list[str]:
                                             lambda: mv.SubprocVecEnv([spread_fn] * n, num_workers=2), actions))
         else:
             print("[ray] marl_vec.vec.subproc is not available: SubprocVecEnv skipped", flush=True)
-        cases.append(marl_vec_candidate("RayVecEnv 2 actors",
-                                        lambda: mv.RayVecEnv([spread_fn] * n, num_workers=2), actions))
+        for transport in TRANSPORTS:
+            cases.append(marl_vec_candidate(
+                f"RayVecEnv 2 actors, {transport}",
+                lambda transport=transport: mv.RayVecEnv([spread_fn] * n, num_workers=2, transport=transport),
+                actions,
+            ))
         measure(cases, n, args.seconds)
         lines += report(f"mpe2 simple_spread x {n}", cases)
         by_name = {c.name: c.best for c in cases}
         if "SubprocVecEnv 2 workers" in by_name:
-            ratio = by_name["RayVecEnv 2 actors"] / by_name["SubprocVecEnv 2 workers"]
-            line = f"  RayVecEnv / SubprocVecEnv: {ratio:.2f}x (goal >= 0.80x)"
-            print(line, flush=True)
-            lines.append(line)
+            for transport in TRANSPORTS:
+                ratio = by_name[f"RayVecEnv 2 actors, {transport}"] / by_name["SubprocVecEnv 2 workers"]
+                line = f"  RayVecEnv ({transport}) / SubprocVecEnv: {ratio:.2f}x (goal >= 0.80x)"
+                print(line, flush=True)
+                lines.append(line)
 
         actions2 = rng.integers(1, 5, size=(256, 2, 3))
-        small = [
-            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread_fn] * 2), actions2),
-            marl_vec_candidate("RayVecEnv 2 actors", lambda: mv.RayVecEnv([spread_fn] * 2, num_workers=2), actions2),
-        ]
+        small = [marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread_fn] * 2), actions2)]
+        for transport in TRANSPORTS:
+            small.append(marl_vec_candidate(
+                f"RayVecEnv 2 actors, {transport}",
+                lambda transport=transport: mv.RayVecEnv([spread_fn] * 2, num_workers=2, transport=transport),
+                actions2,
+            ))
         measure(small, 2, args.seconds)
         lines += report("mpe2 simple_spread x 2, one env per actor", small, baseline="DummyVecEnv")
-        dummy_ms, ray_ms = (2e3 / c.best for c in small)
-        line = f"  per step: DummyVecEnv {dummy_ms:.3f} ms, RayVecEnv {ray_ms:.3f} ms; Ray's round trip ~{ray_ms - dummy_ms / 2:.3f} ms"
-        print(line, flush=True)
-        lines.append(line)
+        dummy_ms = 2e3 / small[0].best
+        for transport, c in zip(TRANSPORTS, small[1:]):
+            ray_ms = 2e3 / c.best
+            # Two actors step in parallel: the round trip is what exceeds one env's step.
+            line = (f"  per step: DummyVecEnv {dummy_ms:.3f} ms, RayVecEnv ({transport}) {ray_ms:.3f} ms; "
+                    f"round trip ~{ray_ms - dummy_ms / 2:.3f} ms")
+            print(line, flush=True)
+            lines.append(line)
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -39,6 +39,13 @@ def cluster(tmp_path_factory):
     ray.shutdown()
 
 
+@pytest.fixture(params=["auto", "ray"])
+def transport(request):
+    """Both ways of reaching an actor: "auto" links same-node actors over shared memory
+    (every actor here), "ray" sends everything through Ray calls (what crosses machines)."""
+    return request.param
+
+
 def spread_fn(max_cycles: int = 10):
     from mpe2 import simple_spread_v3
 
@@ -89,13 +96,14 @@ def run_both(fns, steps: int, seed: int, autoreset: str = "same_step", **ray_kwa
     return np.stack(actions), dones
 
 
-def test_simple_spread_equals_dummy_and_plain_loop():
+def test_simple_spread_equals_dummy_and_plain_loop(transport):
     fns = [spread_fn()] * 6
     # Blocks of 4 and 2: uneven blocks and a global seed offset in the second actor.
-    actions, dones = run_both(fns, steps=25, seed=11, envs_per_worker=4)
+    actions, dones = run_both(fns, steps=25, seed=11, envs_per_worker=4, transport=transport)
     assert dones == 6 * 2
     ref = pettingzoo_plain_loop(fns, 11, actions)
-    with RayVecEnv(fns, env_seed=11, num_workers=2) as rv:
+    with RayVecEnv(fns, env_seed=11, num_workers=2, transport=transport) as rv:
+        assert rv.linked == [transport == "auto"] * 2
         first = rv.reset()
         np.testing.assert_array_equal(first.obs, ref["first_obs"])
         for t, a in enumerate(actions):
@@ -108,15 +116,15 @@ def test_simple_spread_equals_dummy_and_plain_loop():
 
 
 @pytest.mark.parametrize("autoreset", ["same_step", "next_step", "one_episode", "disabled"])
-def test_dying_agents_every_autoreset_mode_equals_dummy(autoreset):
+def test_dying_agents_every_autoreset_mode_equals_dummy(autoreset, transport):
     fns = [functools.partial(DyingAgentEnv, die_at=2, episode_len=4)] * 3
-    _, dones = run_both(fns, steps=10, seed=5, autoreset=autoreset, num_workers=2)
+    _, dones = run_both(fns, steps=10, seed=5, autoreset=autoreset, num_workers=2, transport=transport)
     assert dones > 0
 
 
-def test_partial_reset_call_attrs_render_and_config():
+def test_partial_reset_call_attrs_render_and_config(transport):
     fns = [functools.partial(DyingAgentEnv, render_mode="rgb_array")] * 5
-    with RayVecEnv(fns, env_seed=0, num_workers=2) as rv, mv.DummyVecEnv(fns, env_seed=0) as dv:
+    with RayVecEnv(fns, env_seed=0, num_workers=2, transport=transport) as rv, mv.DummyVecEnv(fns, env_seed=0) as dv:
         rv.reset(), dv.reset()
         rng = np.random.default_rng(0)
         for t in range(2):
@@ -139,9 +147,9 @@ def test_partial_reset_call_attrs_render_and_config():
         assert venv.reset().obs.shape == (3, 2, *venv.spec.obs_shape)
 
 
-def test_env_error_names_actor_env_and_traceback():
+def test_env_error_names_actor_env_and_traceback(transport):
     fns = [functools.partial(DyingAgentEnv)] * 3 + [functools.partial(FailingEnv, fail_at=2)]
-    with RayVecEnv(fns, env_seed=0, num_workers=2) as rv:
+    with RayVecEnv(fns, env_seed=0, num_workers=2, transport=transport) as rv:
         r = rv.reset()
         rng = np.random.default_rng(0)
         rv.step(pick_available(r.avail_actions, rng))
@@ -156,9 +164,9 @@ def test_env_error_names_actor_env_and_traceback():
         assert rv.reset().obs.shape[0] == 4
 
 
-def test_restart_on_error_rebuilds_the_env_in_its_actor():
+def test_restart_on_error_rebuilds_the_env_in_its_actor(transport):
     fns = [functools.partial(DyingAgentEnv)] * 3 + [functools.partial(FailingEnv, fail_at=2)]
-    with RayVecEnv(fns, env_seed=0, num_workers=2, restart_on_error=1) as rv, \
+    with RayVecEnv(fns, env_seed=0, num_workers=2, restart_on_error=1, transport=transport) as rv, \
             mv.DummyVecEnv(fns, env_seed=0) as dv:
         r = rv.reset()
         rng = np.random.default_rng(0)
@@ -193,8 +201,8 @@ class PidEnv(gym.Env):
         return self._env.step(action)
 
 
-def test_killed_actor_is_reported_without_hanging():
-    with RayVecEnv([PidEnv] * 4, env_seed=0, num_workers=2) as rv:
+def test_killed_actor_is_reported_without_hanging(transport):
+    with RayVecEnv([PidEnv] * 4, env_seed=0, num_workers=2, transport=transport) as rv:
         rv.reset()
         pid = rv.get_attr("pid", indices=[3])[0]
         assert pid != os.getpid()
@@ -210,8 +218,8 @@ def test_killed_actor_is_reported_without_hanging():
     assert rv.closed
 
 
-def test_restart_on_error_replaces_a_killed_actor():
-    with RayVecEnv([PidEnv] * 4, env_seed=0, num_workers=2, restart_on_error=1) as rv:
+def test_restart_on_error_replaces_a_killed_actor(transport):
+    with RayVecEnv([PidEnv] * 4, env_seed=0, num_workers=2, restart_on_error=1, transport=transport) as rv:
         rv.reset()
         before = rv.step(np.zeros((4, 1), dtype=np.int64))
         pid = rv.get_attr("pid", indices=[2])[0]
@@ -226,15 +234,16 @@ def test_restart_on_error_replaces_a_killed_actor():
         np.testing.assert_array_equal(r.final_obs[2:], before.obs[2:])
         assert (np.abs(r.obs[2:]) <= 0.05).all()  # CartPole's reset range
         assert rv.get_attr("pid", indices=[3])[0] not in (pid, os.getpid())
+        assert rv.linked == [transport == "auto"] * 2  # the new actor is linked like the old one
         rv.step(np.zeros((4, 1), dtype=np.int64))
         os.kill(rv.get_attr("pid", indices=[3])[0], signal.SIGKILL)
         with pytest.raises(RayWorkerError, match="after 1 replacement"):
             rv.step(np.zeros((4, 1), dtype=np.int64))
 
 
-def test_hung_actor_times_out():
+def test_hung_actor_times_out(transport):
     fns = [PidEnv, functools.partial(PidEnv, hang=30.0)]
-    rv = RayVecEnv(fns, env_seed=0, num_workers=2)  # actors may take a while to start on a busy machine
+    rv = RayVecEnv(fns, env_seed=0, num_workers=2, transport=transport)  # actors may take a while to start on a busy machine
     rv.reset()
     rv.timeout = 1.0
     begin = time.monotonic()
@@ -252,6 +261,8 @@ def test_bad_options_are_named():
         RayVecEnv(fns, num_workers=3, envs_per_worker=2)
     with pytest.raises(ValueError, match="unknown ray_config keys \\['num_gpus'\\]"):
         RayVecEnv(fns, ray_config={"num_gpus": 1})
+    with pytest.raises(ValueError, match="unknown transport 'shm'; allowed: 'auto' .* or 'ray'"):
+        RayVecEnv(fns, transport="shm")
     with pytest.raises(ValueError, match="'num_workers' given both as a keyword"):
         RayVecEnv(fns, num_workers=1, ray_config={"num_workers": 2})
     with pytest.raises(RayWorkerError, match="did not answer start within 2 s .*cluster resources"):
@@ -260,3 +271,46 @@ def test_bad_options_are_named():
         RayVecEnv([PidEnv, PidEnv, functools.partial(gym.make, "NoSuchEnvHere-v0")], num_workers=2)
     with pytest.raises(mv.ConfigError, match="start_method applies to the subproc backend"):
         mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"backend": "ray", "start_method": "fork"}})
+
+
+def test_same_node_link_steps_in_shared_memory_and_leaves_nothing_behind():
+    fns = [spread_fn()] * 4
+    rv = RayVecEnv(fns, env_seed=0, num_workers=2)
+    shm, sockets = rv.buffers.shm_name, rv._socket_dir
+    assert rv.linked == [True, True] and shm is not None
+    assert os.path.exists(f"/dev/shm/{shm}")
+    rv.reset()
+    rv.step(np.ones((4, 3), dtype=np.int64))
+    rv.close()
+    assert not os.path.exists(f"/dev/shm/{shm}") and not os.path.exists(sockets)
+    cfg = {"env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3", "kwargs": {"N": 2, "max_cycles": 5}},
+           "vec": {"num_envs": 2, "backend": "ray", "num_workers": 2, "ray": {"transport": "ray"}}}
+    with mv.make(cfg) as venv:
+        assert venv.linked == [False, False] and venv.buffers.shm_name is None
+
+
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
+def test_interrupted_step_leaves_no_answer_behind():
+    """Ctrl-C in step_wait: the linked actors' answers still on their way are discarded,
+    never read as the next command's (the envs did take the interrupted step)."""
+    fns = [PidEnv, functools.partial(PidEnv, hang=1.0)]
+    a = np.zeros((2, 1), dtype=np.int64)
+    with RayVecEnv(fns, env_seed=0, num_workers=2) as rv, mv.DummyVecEnv([PidEnv] * 2, env_seed=0) as dv:
+        assert rv.linked == [True, True]
+        rv.reset(), dv.reset()
+        old = signal.signal(signal.SIGALRM, _interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                rv.step(a)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        dv.step(a)
+        for _ in range(2):
+            r, d = rv.step(a), dv.step(a)
+            np.testing.assert_array_equal(r.obs, d.obs)
+            assert rv.get_attr("hang") == [0.0, 1.0]

@@ -27,8 +27,12 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import re
+import shutil
 import threading
+import time
+from multiprocessing.connection import wait as _wait_any
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -37,6 +41,10 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.worker import STEP
+
+_CLOSE = pickle.dumps(("close",))
+TRANSPORTS = ("auto", "ray")
 
 # Arrays an actor sends back after every step or reset, in this order; the
 # final_* arrays travel only for the rows of envs that have just finished.
@@ -45,7 +53,7 @@ _FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
 _RAY_OPTIONS = ("address", "num_workers", "envs_per_worker", "num_cpus_per_worker", "resources_per_worker",
-                "temp_dir", "timeout")
+                "temp_dir", "timeout", "transport")
 
 
 class RayWorkerError(RuntimeError):
@@ -145,6 +153,8 @@ class _GroupHost:
                 adapter.close()
             raise
         self.start = start
+        self._env_fns, self._autoreset, self._env_seed = env_fns, autoreset, env_seed
+        self._group_kwargs = group_kwargs
         buf = self.buffers
         self._out = tuple(getattr(buf, name) for name in _STEP_FIELDS if getattr(buf, name) is not None)
         self._finals = tuple(getattr(buf, name) for name in _FINAL_FIELDS if getattr(buf, name) is not None)
@@ -152,6 +162,32 @@ class _GroupHost:
 
     def spec(self):
         return self.buffers.spec
+
+    def node_id(self) -> str:
+        return _ray().get_runtime_context().get_node_id()
+
+    def link(self, shm_name: str, num_envs: int, socket_path: str, authkey: bytes) -> str | None:
+        """Move the group onto the driver's shared block and serve it over a unix socket.
+
+        Called once, before the first reset, and only when the driver runs on this
+        machine. From then on the driver steps this group through the link alone
+        (a serving thread owns it; Ray calls no longer touch it). Returns the
+        socket's address, or None when the block cannot be mapped here (the driver
+        then keeps using Ray calls).
+        """
+        from marl_vec.group import EnvGroup
+        from marl_vec.vec.ray_link import serve_in_thread
+
+        try:
+            shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)
+        except (FileNotFoundError, PermissionError, OSError):
+            return None
+        # The same adapters, bound to their rows of the shared block (row_offset 0:
+        # the shared block holds the whole batch).
+        self.group = EnvGroup(self._env_fns, shared, self.start, self._autoreset, self._env_seed,
+                              adapters=self.group.adapters, **self._group_kwargs)
+        self.buffers = shared
+        return serve_in_thread(self.group, shared, self.start, socket_path, authkey)
 
     def reset(self, seed: int | None, env_ids: list[int] | None):
         infos = self.group.reset(seed, env_ids)
@@ -218,6 +254,9 @@ class RayVecEnv(VecEnv):
         resources_per_worker: custom Ray resources each actor reserves, e.g. ``{"sc2": 1}``.
         temp_dir: where a local cluster keeps its files (default: Ray's, /tmp/ray).
         timeout: seconds to wait for an actor's answer before reporting it as hung.
+        transport: ``"auto"`` (default): actors on this machine step in a shared-memory
+            block and take their signals over a unix socket, the others answer Ray
+            calls; ``"ray"``: every actor answers Ray calls (what crosses machines).
         ray_config: the same options as a mapping (the config file's ``vec.ray``);
             an option may be given here or as a keyword, not both.
     """
@@ -239,13 +278,14 @@ class RayVecEnv(VecEnv):
         resources_per_worker: Mapping[str, float] | None = None,
         temp_dir: str | None = None,
         timeout: float = 600.0,
+        transport: str = "auto",
         ray_config: Mapping[str, Any] | None = None,
     ):
         if not env_fns:
             raise ValueError("RayVecEnv needs at least one env_fn")
         explicit = dict(address=address, num_workers=num_workers, envs_per_worker=envs_per_worker,
                         num_cpus_per_worker=num_cpus_per_worker, resources_per_worker=resources_per_worker,
-                        temp_dir=temp_dir, timeout=timeout)
+                        temp_dir=temp_dir, timeout=timeout, transport=transport)
         opts = _merge_options(explicit, ray_config)
         if restart_on_error < 0:
             raise ValueError(f"restart_on_error must be >= 0, got {restart_on_error}")
@@ -253,13 +293,21 @@ class RayVecEnv(VecEnv):
             raise ValueError(f"timeout must be a positive number of seconds, got {opts['timeout']}")
         if opts["num_cpus_per_worker"] < 0:
             raise ValueError(f"num_cpus_per_worker must be >= 0, got {opts['num_cpus_per_worker']}")
+        if opts["transport"] not in TRANSPORTS:
+            raise ValueError(
+                f"unknown transport {opts['transport']!r}; allowed: 'auto' (shared memory for actors on this "
+                f"machine, Ray calls for the others) or 'ray' (Ray calls for every actor)"
+            )
         self._mode = mode = AutoresetMode.parse(autoreset)
         ray = _ray()
         num_envs = len(env_fns)
         self.timeout = float(opts["timeout"])
+        self.transport = opts["transport"]
         self.actors: list[Any] = []
+        self._links: list[Any] = []  # per actor: its same-node Link, or None (Ray calls)
+        self._socket_dir: str | None = None
         self._owns_session = False
-        self._refs: list[Any] = []
+        self._refs: dict[int, Any] = {}
         self._dead: dict[int, RayWorkerError] = {}
 
         if opts["address"] is None and not ray.is_initialized():
@@ -288,6 +336,7 @@ class RayVecEnv(VecEnv):
             self._env_fns, self._env_seed, self._group_kwargs = list(env_fns), env_seed, group_kwargs
             self.restart_on_error = restart_on_error
             self.actor_restarts = [0] * workers  # lost actors replaced, per block
+            self._links = [None] * workers
             self.actors = [self._new_actor(w, env_seed) for w in range(workers)]
             self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
             specs = self._gather([a.spec.remote() for a in self.actors], "start")
@@ -295,7 +344,12 @@ class RayVecEnv(VecEnv):
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window)
-            self.buffers = BatchBuffers(spec, num_envs)
+            self._here = _driver_node(ray) if self.transport == "auto" else None
+            local = self._local_actors(range(workers))
+            # The batch lives in shared memory when some actor can map it.
+            self.buffers = BatchBuffers(spec, num_envs, shared=bool(local))
+            for w in local:
+                self._links[w] = self._link(w)
         except BaseException:
             self._close()
             raise
@@ -307,12 +361,143 @@ class RayVecEnv(VecEnv):
         self._final_dst = tuple(getattr(buf, name) for name in finals)
         self._act = [buf.actions[b.start:b.stop] for b in self.blocks]
 
+    @property
+    def linked(self) -> list[bool]:
+        """Per actor: True where it steps over the same-node shared-memory link."""
+        return [link is not None for link in self._links]
+
     def _new_actor(self, w: int, env_seed: int | None) -> Any:
         block = self.blocks[w]
         return self._actor_cls.remote([self._env_fns[i] for i in block], block.start, self._mode.value,
                                       env_seed, self._group_kwargs)
 
-    # -- gathering ------------------------------------------------------------------
+    # -- the same-node link ----------------------------------------------------------
+
+    def _local_actors(self, workers: Sequence[int]) -> list[int]:
+        """Those of ``workers`` whose actor runs on this process's machine."""
+        if self._here is None:
+            return []
+        nodes = self._gather([self.actors[w].node_id.remote() for w in workers], "start", workers)
+        return [w for w, node in zip(workers, nodes) if node == self._here]
+
+    def _link(self, w: int) -> Any:
+        """Link actor w to the shared block; None if it cannot map it (it keeps using Ray calls)."""
+        from marl_vec.vec.ray_link import Link, socket_dir
+
+        if self._socket_dir is None:
+            self._socket_dir = socket_dir()
+        path = os.path.join(self._socket_dir, f"actor{w}.{self.actor_restarts[w]}.sock")
+        authkey = os.urandom(16)
+        ref = self.actors[w].link.remote(self.buffers.shm_name, self.num_envs, path, authkey)
+        address = self._gather([ref], "start", [w])[0]
+        return None if address is None else Link.connect(address, authkey)
+
+    # -- talking to actors ------------------------------------------------------------
+
+    def _send(self, w: int, command: str, args: tuple = ()) -> None:
+        """Start ``command`` on actor w: over its link, or as a Ray call (collect with :meth:`_receive`)."""
+        link = self._links[w]
+        if link is None:
+            self._refs[w] = getattr(self.actors[w], command).remote(*args)
+            return
+        # Over the link, a step's actions are in shared memory already: one byte says "go".
+        data = STEP if command == "step" else pickle.dumps((command, *args), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            link.send(data, self.timeout)
+        except (OSError, EOFError):  # the actor is gone; _receive reports it
+            self._refs[w] = None
+        except TimeoutError:
+            err = RayWorkerError(f"{self._where(w)} did not answer an interrupted {command} within "
+                                 f"{self.timeout:g} s", w, self.blocks[w])
+            self._dead[w] = err
+            raise err from None
+
+    def _receive(self, workers: Sequence[int], command: str, replace: bool = False) -> dict[int, Any]:
+        """Wait for actor w's answer, for every w in ``workers``; the first error is raised
+        after every link has answered, so no answer is left behind to be read out of turn.
+
+        Step and reset answers come back as their infos by local index, the arrays
+        already in ``self.buffers``.
+        """
+        linked = [w for w in workers if self._links[w] is not None]
+        remote = [w for w in workers if self._links[w] is None]
+        results: dict[int, Any] = {}
+        error: RayWorkerError | None = None
+        if linked:
+            try:
+                results.update(self._receive_links(linked, command, replace))
+            except RayWorkerError as exc:
+                error = exc
+        if remote:
+            refs = [self._refs.pop(w) for w in remote]
+            try:
+                answers = self._gather(refs, command, remote, replace)
+            except RayWorkerError:
+                if error is None:
+                    raise
+                answers = []
+            for w, answer in zip(remote, answers):
+                if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
+                    answer = self._copy_in(w, answer)
+                results[w] = answer
+        if error is not None:
+            raise error
+        return results
+
+    def _receive_links(self, workers: Sequence[int], command: str, replace: bool) -> dict[int, Any]:
+        waiting = {}
+        results: dict[int, Any] = {}
+        error: RayWorkerError | None = None
+        for w in workers:
+            if self._refs.pop(w, True) is None:  # sending failed: it died
+                error = self._lost_or_raise(w, command, replace, results, error)
+            else:
+                waiting[self._links[w].conn] = w
+        deadline = time.monotonic() + self.timeout
+        while waiting:
+            ready = _wait_any(list(waiting), max(0.0, deadline - time.monotonic()))
+            if not ready:
+                late = sorted(waiting.values())
+                err = RayWorkerError(
+                    f"{self._where(late[0])} did not answer {command} within {self.timeout:g} s; "
+                    "raise `timeout` if its envs are slow",
+                    late[0], self.blocks[late[0]],
+                )
+                for w in late:  # a late answer would be read as the next command's
+                    self._dead[w] = err
+                raise err
+            for conn in ready:
+                w = waiting.pop(conn)
+                try:
+                    status, payload = self._links[w].receive()
+                except (EOFError, OSError):
+                    error = self._lost_or_raise(w, command, replace, results, error)
+                    continue
+                if status == "error":
+                    env_index, _what, text = payload
+                    env = f", env {env_index}," if env_index is not None else ""
+                    error = error or RayWorkerError(f"{self._where(w)}{env} raised during {command}:\n{text}",
+                                                    w, self.blocks[w], env_index)
+                else:
+                    results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
+        if error is not None:
+            raise error
+        return results
+
+    def _lost_or_raise(self, w: int, command: str, replace: bool, results: dict[int, Any],
+                       error: RayWorkerError | None) -> RayWorkerError | None:
+        """Linked actor w died: a :class:`_Lost` result if it may be replaced, else the error to raise."""
+        err = RayWorkerError(f"{self._where(w)} died during {command}: its process closed the shared-memory link",
+                             w, self.blocks[w])
+        self._dead[w] = err
+        if replace and self._may_replace(w, err):
+            results[w] = _Lost(err)
+            return error
+        return error or err
+
+    def _where(self, w: int) -> str:
+        block = self.blocks[w]
+        return f"Ray actor {w} (envs {block.start}..{block.stop - 1})"
 
     def _gather(self, refs: list[Any], what: str, workers: Sequence[int] | None = None,
                 replace: bool = False) -> list[Any]:
@@ -333,7 +518,6 @@ class RayVecEnv(VecEnv):
             hint = f"cluster resources: {ray.cluster_resources()}; each actor asks for {self._asks}"
         ready_ids = {r.hex() for r in ready}
         results: list[Any] = [None] * len(refs)
-        lost: list[int] = []
         for k, (w, ref) in enumerate(zip(workers, refs)):
             if ref.hex() not in ready_ids:
                 continue
@@ -344,15 +528,13 @@ class RayVecEnv(VecEnv):
                 if not (replace and w in self._dead and self._may_replace(w, err)):
                     raise err from exc
                 results[k] = _Lost(err)
-                lost.append(w)
         for w, ref in zip(workers, refs):
             if ref.hex() not in ready_ids:
-                block = self.blocks[w]
                 extra = f" ({hint})" if hint else ""
                 raise RayWorkerError(
-                    f"Ray actor {w} (envs {block.start}..{block.stop - 1}) did not answer {what} within "
-                    f"{self.timeout:g} s{extra}; raise `timeout` if its envs are slow",
-                    w, block,
+                    f"{self._where(w)} did not answer {what} within {self.timeout:g} s{extra}; "
+                    "raise `timeout` if its envs are slow",
+                    w, self.blocks[w],
                 )
         return results
 
@@ -384,6 +566,9 @@ class RayVecEnv(VecEnv):
             ray.kill(self.actors[w])
         except Exception:  # already gone
             pass
+        if self._links[w] is not None:
+            self._links[w].close()
+            self._links[w] = None
         block = self.blocks[w]
         seed = None
         if self._env_seed is not None:  # reproducible, and new at every replacement
@@ -391,13 +576,15 @@ class RayVecEnv(VecEnv):
             seed = int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
         self.actors[w] = self._new_actor(w, seed)
         del self._dead[w]
+        if self.buffers.shm_name is not None and self._local_actors([w]):
+            self._links[w] = self._link(w)
         buf, rows = self.buffers, slice(block.start, block.stop)
         buf.final_obs[rows] = buf.obs[rows]
         buf.final_state[rows] = buf.state[rows]
         if buf.avail_actions is not None:
             buf.final_avail_actions[rows] = buf.avail_actions[rows]
-        result = self._gather([self.actors[w].reset.remote(None, None)], "restart", [w])[0]
-        reset_infos = self._copy_in(w, result)
+        self._send(w, "reset", (None, None))
+        reset_infos = self._receive([w], "restart")[w]
         buf.reward[rows] = 0.0
         buf.terminated[rows] = False
         buf.truncated[rows] = True
@@ -413,7 +600,7 @@ class RayVecEnv(VecEnv):
     def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
         ray = _ray()
         block = self.blocks[w]
-        where = f"Ray actor {w} (envs {block.start}..{block.stop - 1})"
+        where = self._where(w)
         if isinstance(exc, ray.exceptions.RayActorError):
             # At start, this is usually an env_fn that raised: Ray's text carries its traceback.
             err = RayWorkerError(f"{where} died during {what}: {_ANSI.sub('', str(exc))}", w, block)
@@ -435,7 +622,7 @@ class RayVecEnv(VecEnv):
                                      w, self.blocks[w])
 
     def _copy_in(self, w: int, result: tuple) -> dict[int, dict[str, Any]]:
-        """Copy actor w's arrays into its rows of this process's buffers; return its infos.
+        """Copy a Ray-called actor's arrays into its rows of this process's buffers; return its infos.
 
         The arrays Ray deserialised are the only per-step allocation, and they are
         not kept: the buffers, allocated once, are what the VecEnv returns.
@@ -470,29 +657,27 @@ class RayVecEnv(VecEnv):
             workers = sorted(by_actor)
             locals_ = [[j for _, j in by_actor[w]] for w in workers]
         self._check_alive(workers)
-        refs = [self.actors[w].reset.remote(seed, ids) for w, ids in zip(workers, locals_)]
-        results = self._gather(refs, "reset", workers)
+        for w, ids in zip(workers, locals_):
+            self._send(w, "reset", (seed, ids))
+        results = self._receive(workers, "reset")
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for w, result in zip(workers, results):
+        for w in workers:
             start = self.blocks[w].start
-            for j, info in self._copy_in(w, result).items():
+            for j, info in results[w].items():
                 infos[start + j] = info
         return infos
 
     def _step_async(self) -> None:
         self._check_alive(range(len(self.actors)))
-        self._refs = [actor.step.remote(act) for actor, act in zip(self.actors, self._act)]
+        for w, act in enumerate(self._act):
+            self._send(w, "step", (act,))
 
     def _step_wait(self) -> list[dict[str, Any]]:
-        refs, self._refs = self._refs, []
-        results = self._gather(refs, "step", replace=True)
+        results = self._receive(range(len(self.actors)), "step", replace=True)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for w, result in enumerate(results):
+        for w, result in sorted(results.items()):
             start = self.blocks[w].start
-            if isinstance(result, _Lost):
-                block_infos = self._replace_lost(w, result.error)
-            else:
-                block_infos = self._copy_in(w, result)
+            block_infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
             for j, info in block_infos.items():
                 infos[start + j] = info
         return infos
@@ -501,20 +686,18 @@ class RayVecEnv(VecEnv):
         by_actor = self._owner(indices)
         workers = sorted(by_actor)
         self._check_alive(workers)
-        refs = []
         for w in workers:
             local = [j for _, j in by_actor[w]]
             if values is None:
-                refs.append(getattr(self.actors[w], method).remote(*args, env_ids=local))
+                self._send(w, method, (*args, local))
             else:
-                vals = [values[pos] for pos, _ in by_actor[w]]
-                refs.append(getattr(self.actors[w], method).remote(*args, vals, env_ids=local))
-        results = self._gather(refs, method, workers)
+                self._send(w, method, (*args, [values[pos] for pos, _ in by_actor[w]], local))
+        results = self._receive(workers, method)
         out: list[Any] = [None] * len(indices)
-        for w, result in zip(workers, results):
-            if result is None:
+        for w in workers:
+            if results[w] is None:
                 continue
-            for (pos, _), value in zip(by_actor[w], result):
+            for (pos, _), value in zip(by_actor[w], results[w]):
                 out[pos] = value
         return out
 
@@ -528,18 +711,40 @@ class RayVecEnv(VecEnv):
         self._per_actor("set_attr", indices, name, values=values)
 
     def _render(self) -> list[Any]:
-        self._check_alive(range(len(self.actors)))
-        frames = self._gather([a.render.remote() for a in self.actors], "render")
-        return [frame for block in frames for frame in block]
+        workers = range(len(self.actors))
+        self._check_alive(workers)
+        for w in workers:
+            self._send(w, "render")
+        results = self._receive(workers, "render")
+        return [frame for w in workers for frame in results[w]]
 
     def _close(self) -> None:
         actors, self.actors = getattr(self, "actors", []), []
+        links, self._links = getattr(self, "_links", []), []
         if actors:
             ray = _ray()
+            dead = getattr(self, "_dead", {})
             # Let live actors close their envs (engines, game processes), briefly, then end them.
-            refs = [a.close.remote() for w, a in enumerate(actors) if w not in self._dead]
+            refs, conns = [], []
+            for w, actor in enumerate(actors):
+                if w in dead:
+                    continue
+                link = links[w] if w < len(links) else None
+                if link is None:
+                    refs.append(actor.close.remote())
+                    continue
+                try:
+                    link.send(_CLOSE, timeout=1.0)
+                    conns.append(link.conn)
+                except (OSError, EOFError, TimeoutError):  # gone or stuck: it is killed below
+                    pass
+            patience = min(getattr(self, "timeout", 30.0), 30.0)
+            deadline = time.monotonic() + patience
             try:
-                ray.wait(refs, num_returns=len(refs), timeout=min(self.timeout, 30.0))
+                while conns and time.monotonic() < deadline:
+                    for conn in _wait_any(conns, max(0.0, deadline - time.monotonic())):
+                        conns.remove(conn)
+                ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
             except Exception:  # a dead actor must not stop the others from being killed
                 pass
             for actor in actors:
@@ -547,9 +752,33 @@ class RayVecEnv(VecEnv):
                     ray.kill(actor)
                 except Exception:  # already gone
                     pass
+        for link in links:
+            if link is not None:
+                link.close()
+        buffers = getattr(self, "buffers", None)
+        if buffers is not None:
+            buffers.close()  # a shared block is unlinked here
+        socket_dir, self._socket_dir = getattr(self, "_socket_dir", None), None
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
         if getattr(self, "_owns_session", False):
             self._owns_session = False
             _release_session()
+
+
+def _driver_node(ray: Any) -> str | None:
+    """This process's Ray node, or None when it is not one (a ``ray://`` client)."""
+    try:
+        from ray.util.client import ray as client
+
+        if client.is_connected():
+            return None
+    except ImportError:
+        pass
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # Ray raises several types where no node id exists
+        return None
 
 
 def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -560,7 +789,7 @@ def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | Non
     if unknown:
         raise ValueError(f"unknown ray_config keys {unknown}; allowed: {', '.join(_RAY_OPTIONS)}")
     defaults = {"address": None, "num_workers": None, "envs_per_worker": None, "num_cpus_per_worker": 1.0,
-                "resources_per_worker": None, "temp_dir": None, "timeout": 600.0}
+                "resources_per_worker": None, "temp_dir": None, "timeout": 600.0, "transport": "auto"}
     merged = dict(explicit)
     for key, value in ray_config.items():
         if explicit[key] != defaults[key] and value != defaults[key] and value != explicit[key]:
