@@ -74,10 +74,10 @@ def assert_same(r, d, t) -> None:
             np.testing.assert_array_equal(ri["episode"]["agent_returns"], di["episode"]["agent_returns"])
 
 
-def run_both(fns, steps: int, seed: int, autoreset: str = "same_step", **ray_kwargs):
+def run_both(fns, steps: int, seed: int, autoreset: str = "same_step", cls=RayVecEnv, **ray_kwargs):
     """Step a RayVecEnv and a DummyVecEnv with the same actions; assert every step equal."""
     rng = np.random.default_rng(3)
-    with RayVecEnv(fns, env_seed=seed, autoreset=autoreset, **ray_kwargs) as rv, \
+    with cls(fns, env_seed=seed, autoreset=autoreset, **ray_kwargs) as rv, \
             mv.DummyVecEnv(fns, env_seed=seed, autoreset=autoreset) as dv:
         r, d = rv.reset(), dv.reset()
         assert_same(r, d, -1)
@@ -120,6 +120,21 @@ def test_dying_agents_every_autoreset_mode_equals_dummy(autoreset, transport):
     fns = [functools.partial(DyingAgentEnv, die_at=2, episode_len=4)] * 3
     _, dones = run_both(fns, steps=10, seed=5, autoreset=autoreset, num_workers=2, transport=transport)
     assert dones > 0
+
+
+class FirstActorLocal(RayVecEnv):
+    """As on a cluster of two machines: only actor 0 counts as on the driver's machine."""
+
+    def _local_actors(self, workers):
+        return [w for w in super()._local_actors(workers) if w == 0]
+
+
+@pytest.mark.parametrize("autoreset", ["same_step", "next_step"])
+def test_linked_and_ray_called_actors_mixed_equal_dummy(autoreset):
+    fns = [functools.partial(DyingAgentEnv, die_at=2, episode_len=4)] * 5
+    with FirstActorLocal(fns, num_workers=2) as rv:
+        assert rv.linked == [True, False] and rv.buffers.shm_name is not None
+    run_both(fns, steps=10, seed=5, autoreset=autoreset, cls=FirstActorLocal, num_workers=2)
 
 
 def test_partial_reset_call_attrs_render_and_config(transport):
