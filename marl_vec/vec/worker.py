@@ -130,7 +130,7 @@ def worker_main(
             _close_all(adapters)
             return
         conn.send_bytes(OK_EMPTY)
-        _serve(conn, group, start)
+        serve(conn, group, start)
     except (EOFError, OSError, KeyboardInterrupt):
         # The parent is gone (or killed us politely): nothing to answer to.
         pass
@@ -152,7 +152,11 @@ def _close_all(adapters: list) -> None:
             pass
 
 
-def _serve(conn: Any, group: Any, start: int) -> None:
+def serve(conn: Any, group: Any, start: int) -> None:
+    """Answer commands on ``conn`` with ``group`` until ``close``; EOFError when the other end goes.
+
+    Shared by worker processes and by Ray actors linked to their driver over a socket.
+    """
     recv, send = conn.recv_bytes, conn.send_bytes
     while True:
         data = recv()
