@@ -581,7 +581,7 @@ class RayVecEnv(VecEnv):
         buf, rows = self.buffers, slice(block.start, block.stop)
         buf.final_obs[rows] = buf.obs[rows]
         buf.final_state[rows] = buf.state[rows]
-        if buf.avail_actions is not None:
+        if buf.avail_actions is not None and buf.final_avail_actions is not None:
             buf.final_avail_actions[rows] = buf.avail_actions[rows]
         self._send(w, "reset", (None, None))
         reset_infos = self._receive([w], "restart")[w]
