@@ -68,7 +68,8 @@ def _layout_offsets(layout: list[tuple[str, tuple[int, ...], np.dtype]]) -> tupl
 class RowViews:
     """One env's views into the batch arrays; what an adapter writes into.
 
-    ``avail_actions`` is None for continuous actions.
+    ``avail_actions`` is None for continuous actions. :meth:`BatchBuffers.block`
+    returns the same fields for a range of envs, with their leading env axis.
     """
 
     actions: np.ndarray
@@ -161,6 +162,20 @@ class BatchBuffers:
 
     def rows(self, start: int, stop: int) -> list[RowViews]:
         return self._rows[start:stop]
+
+    def block(self, start: int, stop: int) -> RowViews:
+        """Views of rows ``[start, stop)`` with their leading env axis: a group's
+        whole share of every field, for writes that cover all its envs at once."""
+        return RowViews(
+            actions=self.actions[start:stop],
+            obs=self.obs[start:stop],
+            state=self.state[start:stop],
+            avail_actions=None if self.avail_actions is None else self.avail_actions[start:stop],
+            agent_mask=self.agent_mask[start:stop],
+            reward=self.reward[start:stop],
+            terminated=self.terminated[start:stop],
+            truncated=self.truncated[start:stop],
+        )
 
     def arrays(self) -> Iterator[tuple[str, np.ndarray]]:
         for name, _, _ in self.layout:

@@ -5,9 +5,10 @@ the batch buffers. Autoreset, seeding and episode bookkeeping happen here and
 nowhere else, so DummyVecEnv, SubprocVecEnv workers and Ray actors behave
 bit-for-bit alike.
 
-The hot path (``step`` when no env is waiting on its autoreset) makes one
-adapter call per env and a handful of whole-group numpy operations with
-preallocated outputs.
+The hot path (``step`` when no env is waiting on its autoreset) hands the
+whole group to the adapters' :class:`~marl_vec.envs.base.GroupStepper` (by
+default one adapter call per env) and then makes a handful of whole-group numpy
+operations with preallocated outputs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from marl_vec.buffers import BatchBuffers
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.episode import AutoresetMode, EpisodeTracker
 
 EnvFn = Callable[[], Any]
@@ -84,6 +85,7 @@ class EnvGroup:
         self.restart_on_error = int(restart_on_error)
         self.mode = AutoresetMode.parse(autoreset)
         self._keeps_final = self.mode.keeps_final  # read at every episode end
+        self._fast = self.mode is AutoresetMode.FAST
         self.start = start
         self.env_seed = env_seed
         self.buffers = buffers
@@ -108,14 +110,28 @@ class EnvGroup:
         for adapter, row in zip(self.adapters, self._rows):
             adapter.bind(row)
         # Group-wide views: one numpy call covers all k envs.
-        self.actions = buffers.actions[first:last]
-        self.reward = buffers.reward[first:last]
-        self.terminated = buffers.terminated[first:last]
-        self.truncated = buffers.truncated[first:last]
+        self._block = buffers.block(first, last)
+        self.actions = self._block.actions
+        self.reward = self._block.reward
+        self.terminated = self._block.terminated
+        self.truncated = self._block.truncated
         self.done = buffers.done[first:last]
         self._ended = np.zeros_like(self.terminated)
-        self._act_rows = [row.actions for row in self._rows]
+        # One agent: done is its flags or-ed, written through a (k, 1) view of done.
+        self._done_column = self.done[:, None] if spec.n_agents == 1 else None
+        # same_step, fast: each env's (final_*, current) row pairs of the fields kept at
+        # an episode's end (final_state is final_obs's memory where the state is the
+        # observations). A masked copy over the whole group would cost more.
+        names = ["obs", *([] if self._state_is_obs else ["state"]),
+                 *([] if buffers.avail_actions is None else ["avail_actions"])]
+        self._final_rows = [
+            [(getattr(buffers, "final_" + name)[g, ...], getattr(buffers, name)[g, ...]) for name in names]
+            for g in range(first, last)
+        ]
+        self._stepper = self._make_stepper()
         self.episodes = EpisodeTracker(k, spec.n_agents)
+        # Local indices of the envs whose episode ended at the last step.
+        self.ended: list[int] = []
         # Local indices of envs not stepped normally next step: waiting on a
         # next_step reset, or repeating a finished one_episode step.
         self._waiting: set[int] = set()
@@ -128,6 +144,13 @@ class EnvGroup:
 
     def __len__(self) -> int:
         return len(self.adapters)
+
+    def _make_stepper(self) -> GroupStepper:
+        """The adapters' own group stepper when they are all of one class, else the default."""
+        kind = type(self.adapters[0])
+        if all(type(adapter) is kind for adapter in self.adapters):
+            return kind.group_stepper(self.adapters, self._rows, self._block)
+        return GroupStepper(self.adapters, self._rows, self._block)
 
     # -- reset ----------------------------------------------------------------
 
@@ -154,18 +177,19 @@ class EnvGroup:
     def _reset_env(self, j: int, seed: int | None, clear_step: bool = True) -> dict[str, Any]:
         """Reset env j. ``clear_step`` False keeps the reward and flags of the step
         that ended the episode in the buffer (same_step: they describe that step)."""
-        pending = self._pending_seed.pop(j, None)
-        if seed is None:
-            seed = pending
+        if self._pending_seed:
+            pending = self._pending_seed.pop(j, None)
+            if seed is None:
+                seed = pending
         info = self.adapters[j].reset(seed=seed)
-        if self.mode is AutoresetMode.FAST and (seed is not None or self._snapshots[j] is None):
+        if self._fast and (seed is not None or self._snapshots[j] is None):
             self._snapshots[j] = (self.adapters[j].snapshot(), _copy.deepcopy(info))
         if clear_step:
             self._clear_step(j)
         return info
 
     def _autoreset_env(self, j: int, clear_step: bool) -> dict[str, Any]:
-        if self.mode is AutoresetMode.FAST and self._snapshots[j] is not None:
+        if self._fast and self._snapshots[j] is not None:
             snapshot, info = self._snapshots[j]
             self.adapters[j].restore(snapshot)
             if clear_step:
@@ -185,8 +209,8 @@ class EnvGroup:
         """Step every env with the actions already in the buffer; returns k infos."""
         if self.finished:
             raise EnvFinishedError.for_env(self.start + min(self.finished))
-        adapters, act_rows, waiting = self.adapters, self._act_rows, self._waiting
-        n = len(adapters)
+        waiting = self._waiting
+        n = len(self.adapters)
         infos: list[dict[str, Any]] = [None] * n  # type: ignore[list-item]
         j = 0
         while j < n:
@@ -194,19 +218,23 @@ class EnvGroup:
             # env j is restarted or the error propagates, and the loop goes on at j + 1.
             try:
                 if not waiting:
-                    for j in range(j, n):
-                        infos[j] = adapters[j].step(act_rows[j])
+                    self._stepper.step(j, n, infos)
                 else:
-                    for j in range(j, n):
-                        infos[j] = self._step_waiting(j) if j in waiting else adapters[j].step(act_rows[j])
+                    self._step_around_waiting(j, n, infos)
                 break
             except Exception as exc:
-                if hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "step"):
+                # Only the stepper's errors are env j's to restart; a waiting env's
+                # reset restarts itself (_reset_guarded) or comes named already.
+                j, self._stepper.failed_at = self._stepper.failed_at, -1
+                if j < 0 or hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "step"):
                     raise
                 infos[j] = self._restart_step(j, exc)
                 j += 1
-        np.logical_or(self.terminated, self.truncated, out=self._ended)
-        np.all(self._ended, axis=1, out=self.done)
+        if self._done_column is not None:
+            np.logical_or(self.terminated, self.truncated, out=self._done_column)
+        else:
+            np.logical_or(self.terminated, self.truncated, out=self._ended)
+            np.logical_and.reduce(self._ended, axis=1, out=self.done)  # np.all, without its Python wrapper
         self.episodes.add_step(self.reward)
         was_waiting = waiting
         if waiting:
@@ -215,11 +243,39 @@ class EnvGroup:
                 self.episodes.clear(j)
                 if self.mode is AutoresetMode.ONE_EPISODE:
                     self._waiting.add(j)  # stays finished until reset()
-        if self.done.any():
-            for j in np.flatnonzero(self.done).tolist():
-                if j not in was_waiting:
-                    infos[j] = self._end_episode(j, infos[j])
+        # count_nonzero is the cheapest test of a bool array (ndarray.any costs ~1 us).
+        ended = self.done.nonzero()[0].tolist() if np.count_nonzero(self.done) else []
+        self.ended = ended
+        if ended:
+            # Waiting envs repeat an episode end that was summarized already.
+            finishing = [j for j in ended if j not in was_waiting] if was_waiting else ended
+            if finishing:
+                if self._keeps_final:  # nothing waits in these modes: finishing is ended
+                    self._keep_finals(finishing)
+                for j, summary in zip(finishing, self.episodes.end(finishing)):
+                    infos[j] = self._end_episode(j, infos[j], summary)
         return infos
+
+    def _step_around_waiting(self, j: int, n: int, infos: list[dict[str, Any]]) -> None:
+        """Step envs j..n-1: waiting ones by their autoreset rule, runs of the others by the stepper."""
+        waiting = self._waiting
+        while j < n:
+            if j in waiting:
+                infos[j] = self._step_waiting(j)
+                j += 1
+                continue
+            stop = j + 1
+            while stop < n and stop not in waiting:
+                stop += 1
+            self._stepper.step(j, stop, infos)
+            j = stop
+
+    def _keep_finals(self, envs: list[int]) -> None:
+        """Copy the last observation, state and availability of the finished ``envs``
+        (all the done ones) to ``final_*``, before they reset."""
+        for j in envs:
+            for final, current in self._final_rows[j]:
+                final[...] = current
 
     def _step_waiting(self, j: int) -> dict[str, Any]:
         if self.mode is AutoresetMode.NEXT_STEP:
@@ -228,30 +284,25 @@ class EnvGroup:
         self._rows[j].reward.fill(0.0)
         return {}
 
-    def _end_episode(self, j: int, info: dict[str, Any]) -> dict[str, Any]:
-        adapter = self.adapters[j]
+    def _end_episode(self, j: int, info: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+        """Env j finished its episode (``summary`` from the tracker): report it, then autoreset."""
         # A restarted env's adapter is new: it did not play the episode that ended.
-        stats = {} if info.get("restarted") else adapter.episode_stats(info)
-        if self.episodes.restarts[j]:
-            stats = {**stats, "restarts": int(self.episodes.restarts[j])}
+        if not info.get("restarted"):
+            stats = self.adapters[j].episode_stats(info)
+            if stats:
+                summary.update(stats)
+        restarts = self.episodes.restarts[j]
+        if restarts:
+            summary["restarts"] = restarts
         info = dict(info)
-        info["episode"] = self.episodes.summary(j, stats)
-        self.episodes.clear(j)
-        mode = self.mode
-        if self._keeps_final:
-            g = self.start + j - self._row_offset  # this env's row in the buffers
-            buf, row = self.buffers, self._rows[j]
-            buf.final_obs[g] = row.obs
-            if not self._state_is_obs:  # else final_state is final_obs's memory
-                buf.final_state[g] = row.state
-            if row.avail_actions is not None:
-                buf.final_avail_actions[g] = row.avail_actions
+        info["episode"] = summary
+        if self._keeps_final:  # final_* hold the episode's last step (_keep_finals)
             reset_info = self._reset_guarded(j, None, clear_step=False, auto=True)
             if reset_info:
                 info["reset_info"] = reset_info
                 if reset_info.get("restarted"):
                     info["restarted"] = True
-        elif mode is AutoresetMode.DISABLED:
+        elif self.mode is AutoresetMode.DISABLED:
             self.finished.add(j)
         else:  # next_step, one_episode
             self._waiting.add(j)
@@ -326,6 +377,7 @@ class EnvGroup:
                     raise
                 continue
             self.adapters[j] = adapter
+            self._stepper = self._make_stepper()  # steppers may hold the old env's methods
             break
         self._snapshots[j] = None
         self._pending_seed[j] = self._restart_seed(j)

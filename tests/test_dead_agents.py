@@ -125,3 +125,72 @@ def test_heterogeneous_observations_are_padded_and_masks_come_from_obs_dicts():
     assert r.obs[0].tolist() == [[1, 2, 3, 4, 5], [7, 1, 0, 0, 0]]
     assert r.avail_actions[0, 0].tolist() == [True, False, True, True]
     venv.close()
+
+
+class UnmaskedWithState(DyingAgentEnv):
+    """DyingAgentEnv without action masks (every action always allowed), with a state:
+    the adapter's all-alive fast path runs until ``a1`` dies, the general path after."""
+
+    def action_space(self, agent):
+        from gymnasium import spaces
+
+        return spaces.Discrete(4)
+
+    def _mask(self, agent):
+        return np.ones(4, dtype=np.int8)
+
+    @property
+    def state_space(self):
+        from gymnasium import spaces
+
+        return spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def state(self):
+        return np.array([self.t, len(self.agents)], np.float32)
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, _ = super().step(actions)
+        return obs, rewards, terms, truncs, {a: {} for a in self.agents}
+
+
+@pytest.mark.parametrize("ending", ["truncation", "termination"])
+def test_all_alive_fast_path_writes_what_the_general_path_writes(ending, monkeypatch):
+    from marl_vec.envs.pettingzoo import PettingZooAdapter
+
+    fns = [functools.partial(UnmaskedWithState, ending=ending, die_at=4, episode_len=6),
+           functools.partial(UnmaskedWithState, ending=ending, die_at=6, episode_len=9)]
+    actions = np.random.default_rng(3).integers(0, 4, size=(20, 2, 3))
+
+    def play():
+        with mv.DummyVecEnv(fns, env_seed=4) as venv:
+            return [venv.reset()] + [venv.step(a) for a in actions]
+
+    general_write, writes = PettingZooAdapter._write, []
+
+    def counted_write(self, obs, infos, live):
+        writes.append(1)
+        general_write(self, obs, infos, live)
+
+    monkeypatch.setattr(PettingZooAdapter, "_write", counted_write)
+    fast = play()
+    fast_writes = len(writes)
+
+    def write_never_all_alive(self, obs, infos, live):
+        counted_write(self, obs, infos, live)
+        self._all_alive = False
+
+    monkeypatch.setattr(PettingZooAdapter, "_write", write_never_all_alive)
+    general = play()
+    assert len(writes) - 2 * fast_writes >= 15  # steps the fast path took (of 40)
+    assert sum(bool(r.done.any()) for r in fast) >= 4
+    assert any(r.agent_mask.all() for r in fast[1:]) and not all(r.agent_mask.all() for r in fast[1:])
+    for t, (a, b) in enumerate(zip(fast, general)):
+        for name in ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
+                     "final_obs", "final_state", "final_avail_actions"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{name} at step {t}")
+        assert [info.get("episode", {}).get("length") for info in a.infos] == \
+               [info.get("episode", {}).get("length") for info in b.infos]

@@ -153,6 +153,13 @@ class PettingZooAdapter(NativeEnvAdapter):
         # Whether the env gives action masks at all; without them, available actions
         # change only when agents die.
         self._env_masks = any(self._obs_has_mask)
+        # The common case, stepped with few Python operations (see `step`): every
+        # agent alive and listed in possible_agents order (set by `_write`), and our
+        # actions are the env's as they are (no Discrete start to add).
+        self._agent_list = list(self.agent_ids)
+        self._all_alive = False
+        self._discrete = self.spec.discrete
+        self._actions_as_given = not self._discrete or not any(self._action_starts)
 
     # -- writing results ----------------------------------------------------------
 
@@ -168,6 +175,7 @@ class PettingZooAdapter(NativeEnvAdapter):
         live_changed = live != self._live
         if live_changed:
             self._live = list(live)
+            self._all_alive = self._live == self._agent_list
             row.agent_mask.fill(False)
             for agent in live:
                 row.agent_mask[index[agent]] = True
@@ -206,17 +214,39 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         row, index = self.row, self._index
-        acting = self._live or []
-        if self.spec.discrete:
+        all_alive = self._all_alive
+        if all_alive and self._actions_as_given:
+            # Python ints at once (cheaper than indexing numpy per agent); Box: row views.
+            native = dict(zip(self.agent_ids, actions.tolist() if self._discrete else actions))
+        elif self._discrete:
+            acting = self._live or []
             starts = self._action_starts
-            chosen = actions.tolist()  # Python ints at once, cheaper than indexing numpy per agent
+            chosen = actions.tolist()
             native = {a: chosen[index[a]] + starts[index[a]] for a in acting}
         else:
-            native = {a: actions[index[a]] for a in acting}
+            native = {a: actions[index[a]] for a in (self._live or [])}
         obs, rewards, terms, truncs, infos = self.env.step(native)
         if self._fresh_episode:
             self._look_for_masks(infos)
         live = self.env.agents
+        ids = self.agent_ids
+        if all_alive and not self._env_masks and len(obs) == len(ids) and live == self._live:
+            # Everyone acted, is still alive and has an observation; no action masks
+            # (so no "observation" dicts either): mask and availability stay, and this
+            # writes what the general path below would, in fewer operations. Flags are
+            # written for every agent, so those of the last episode need no clearing.
+            self._fresh_episode = False
+            for agent, view in zip(ids, self._obs_views):
+                view[...] = obs[agent]
+            if self._has_state:
+                row.state[...] = self.env.state()
+            # Element writes: for a few agents cheaper than converting lists.
+            reward, terminated, truncated = row.reward, row.terminated, row.truncated
+            for i, agent in enumerate(ids):
+                reward[i] = rewards.get(agent, 0.0)
+                terminated[i] = bool(terms.get(agent, False))
+                truncated[i] = bool(truncs.get(agent, False))
+            return {"agents": infos} if infos and any(infos.values()) else {}
         self._write(obs, infos, live)
         # The step's reward and flags for every agent that acted. Dead agents'
         # flags stay in the row as the env last said; their reward is zero.

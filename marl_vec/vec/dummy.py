@@ -80,6 +80,9 @@ class DummyVecEnv(VecEnv):
         infos, self._infos = self._infos, []
         return infos
 
+    def _finished_envs(self) -> list[int]:
+        return self.group.ended  # the group's envs are the batch's, in order
+
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self.group.call(name, args, kwargs, indices)
 
