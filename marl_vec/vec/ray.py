@@ -180,7 +180,7 @@ class _GroupHost:
 
         try:
             shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)
-        except (FileNotFoundError, PermissionError, OSError):
+        except OSError:  # no such block here (another machine after all), or no access
             return None
         # The same adapters, bound to their rows of the shared block (row_offset 0:
         # the shared block holds the whole batch).
@@ -475,9 +475,7 @@ class RayVecEnv(VecEnv):
                     continue
                 if status == "error":
                     env_index, _what, text = payload
-                    env = f", env {env_index}," if env_index is not None else ""
-                    error = error or RayWorkerError(f"{self._where(w)}{env} raised during {command}:\n{text}",
-                                                    w, self.blocks[w], env_index)
+                    error = error or self._raised(w, command, env_index, text)
                 else:
                     results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
         if error is not None:
@@ -609,11 +607,13 @@ class RayVecEnv(VecEnv):
         if isinstance(exc, ray.exceptions.RayTaskError):
             # EnvGroup names the env on the original exception; it survives pickling.
             cause = getattr(exc, "cause", None)
-            index = getattr(cause, "marl_vec_env_index", None)
-            env = f", env {index}," if index is not None else ""
-            text = _ANSI.sub("", str(exc))
-            return RayWorkerError(f"{where}{env} raised during {what}:\n{text}", w, block, index)
+            return self._raised(w, what, getattr(cause, "marl_vec_env_index", None), _ANSI.sub("", str(exc)))
         return RayWorkerError(f"{where} failed during {what}: {type(exc).__name__}: {exc}", w, block)
+
+    def _raised(self, w: int, what: str, env_index: int | None, text: str) -> RayWorkerError:
+        """An env (or the group) of actor w raised; ``text`` carries the original traceback."""
+        env = f", env {env_index}," if env_index is not None else ""
+        return RayWorkerError(f"{self._where(w)}{env} raised during {what}:\n{text}", w, self.blocks[w], env_index)
 
     def _check_alive(self, workers: Sequence[int]) -> None:
         for w in workers:
