@@ -48,6 +48,7 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     ]
     if spec.discrete:
         n = spec.n_actions
+        assert n is not None  # discrete actions always have n_actions
         layout += [
             ("avail_actions", (E, A, n), np.dtype(bool)),
             ("final_avail_actions", (E, A, n), np.dtype(bool)),

@@ -36,12 +36,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
 from marl_vec.episode import AutoresetMode
 from marl_vec.rollout import RandomPolicy
+from marl_vec.spec import DiscreteAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 Policy = Callable[[StepResult, int], Any]
@@ -73,8 +74,8 @@ class EpisodeBatch:
         return int(self.filled.shape[1])
 
     def copy(self) -> "EpisodeBatch":
-        return EpisodeBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).copy()
-                               for f in fields(self)})
+        return EpisodeBatch(**cast("dict[str, Any]", {f.name: None if getattr(self, f.name) is None
+                                                      else getattr(self, f.name).copy() for f in fields(self)}))
 
 
 class EpisodeRunner:
@@ -107,7 +108,8 @@ class EpisodeRunner:
         self.venv, self.spec, self.max_steps = venv, spec, int(T)
         E, A = venv.num_envs, spec.n_agents
         T = self.max_steps
-        avail = (np.zeros((E, T + 1, A, spec.n_actions), bool) if spec.discrete else None)
+        action = spec.action
+        avail = (np.zeros((E, T + 1, A, action.n_actions), bool) if isinstance(action, DiscreteAction) else None)
         self.batch = EpisodeBatch(
             obs=np.zeros((E, T + 1, A, *spec.obs_shape), spec.obs_dtype),
             state=np.zeros((E, T + 1, *spec.state_shape), spec.state_dtype),
@@ -172,8 +174,8 @@ class EpisodeRunner:
         for e, length in enumerate(b.lengths.tolist()):
             for arr in (b.actions, b.reward, b.terminated, b.truncated):
                 arr[e, length:] = 0
-            for arr in (b.obs, b.state, b.agent_mask, b.avail_actions):
-                if arr is not None:
-                    arr[e, length + 1:] = 0
+            for obs_arr in (b.obs, b.state, b.agent_mask, b.avail_actions):
+                if obs_arr is not None:
+                    obs_arr[e, length + 1:] = 0
         b.returns[:] = (b.reward.sum(axis=1, dtype=np.float64)).mean(axis=-1)
         return b.copy() if copy else b

@@ -53,7 +53,7 @@ class BatchOfOne(gymnasium.vector.VectorEnv):
         self.render_mode = env.render_mode
         self.spec = env.spec
         # Preallocated once: the batched observation is refilled in place every step.
-        self._obs = create_empty_array(env.observation_space, n=1)
+        self._obs: Any = create_empty_array(env.observation_space, n=1)
         self._reward = np.zeros(1, dtype=np.float64)
         self._terminated = np.zeros(1, dtype=np.bool_)
         self._truncated = np.zeros(1, dtype=np.bool_)

@@ -30,7 +30,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import gymnasium
 import numpy as np
@@ -38,7 +38,7 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from marl_vec.episode import AutoresetMode
-from marl_vec.spec import EnvSpec
+from marl_vec.spec import DiscreteAction, EnvSpec
 from marl_vec.vec.base import VecEnv
 
 # marl_vec autoreset mode -> gymnasium's. one_episode has no gymnasium equivalent.
@@ -68,9 +68,9 @@ def observation_space_of(spec: EnvSpec, native: Any = None) -> gymnasium.spaces.
 
 def action_space_of(spec: EnvSpec) -> gymnasium.spaces.Space:
     """One agent's action space in marl_vec's numbering (discrete actions start at 0)."""
-    if spec.discrete:
-        return gymnasium.spaces.Discrete(spec.n_actions)
     action = spec.action
+    if isinstance(action, DiscreteAction):
+        return gymnasium.spaces.Discrete(action.n_actions)
     return gymnasium.spaces.Box(
         np.broadcast_to(action.low, action.shape).astype(action.dtype),
         np.broadcast_to(action.high, action.shape).astype(action.dtype),
@@ -160,7 +160,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
                 infos = self._add_info(infos, {"episode": _gym_episode(info["episode"])}, i)
             if self._keeps_final and done[i]:
                 step_info = {k: v for k, v in info.items() if k not in _GROUP_KEYS}
-                infos = self._add_info(infos, {"final_obs": r.final_obs[i, 0], "final_info": step_info}, i)
+                infos = self._add_info(infos, {"final_obs": cast(np.ndarray, r.final_obs)[i, 0], "final_info": step_info}, i)
                 info = info.get("reset_info", {})
             elif "episode" in info:
                 info = {k: v for k, v in info.items() if k != "episode"}

@@ -32,7 +32,7 @@ import os
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,6 +97,7 @@ class Preprocessing:
 def ale_rom_dir() -> str:
     """Where ale-py keeps its ROMs (multi-agent-ale-py ships none)."""
     ale_py = require("ale_py", "atari", "Atari games")
+    assert ale_py.__file__ is not None  # a regular package, not a namespace one
     return os.path.join(os.path.dirname(ale_py.__file__), "roms")
 
 
@@ -259,6 +260,7 @@ class AtariAdapter(NativeEnvAdapter):
         self._terminated = row.terminated
         self._truncated = row.truncated
         row.agent_mask[:] = True
+        assert row.avail_actions is not None  # discrete actions: the buffers have avail_actions
         row.avail_actions[:] = True
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
@@ -388,9 +390,9 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
         self.spec = EnvSpec(
             agents=self.agent_ids,
             obs_shape=obs_shape,
-            obs_dtype=np.uint8,
+            obs_dtype=np.dtype(np.uint8),
             state_shape=obs_shape,
-            state_dtype=np.uint8,
+            state_dtype=np.dtype(np.uint8),
             action=DiscreteAction(n_actions.pop()),
             episode_limit=None,
             stats=("score",),
@@ -406,6 +408,8 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
     def bind(self, row: RowViews) -> None:
         super().bind(row)
         self._index = {a: i for i, a in enumerate(self.agent_ids)}
+        assert row.avail_actions is not None  # discrete actions: the buffers have avail_actions
+        self._avail: np.ndarray = row.avail_actions
 
     def _grab(self, slot: int) -> None:
         pool = self._pipeline.pool[slot]  # type: ignore[union-attr]
@@ -416,18 +420,20 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
 
     def _write(self, screen: np.ndarray | None) -> None:
         row, live = self.row, self.env.agents
-        image = self._pipeline.view() if self._pipeline is not None else screen.reshape(self.spec.obs_shape)
+        # Without a pipeline, the caller always passes the screen.
+        image = (self._pipeline.view() if self._pipeline is not None
+                 else cast(np.ndarray, screen).reshape(self.spec.obs_shape))
         row.state[...] = image
         for i, agent in enumerate(self.agent_ids):
             alive = agent in live
             row.agent_mask[i] = alive
             if alive:
                 row.obs[i] = image
-                row.avail_actions[i] = True
+                self._avail[i] = True
             else:
                 row.obs[i] = 0
-                row.avail_actions[i] = False
-                row.avail_actions[i, 0] = True
+                self._avail[i] = False
+                self._avail[i, 0] = True
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, _ = self.env.reset(seed=seed)
@@ -513,7 +519,7 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
             self.row.obs.copy(),
             self.row.state.copy(),
             self.row.agent_mask.copy(),
-            self.row.avail_actions.copy(),
+            self._avail.copy(),
         )
 
     def restore(self, snapshot: Any) -> dict[str, Any]:
@@ -530,7 +536,7 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
         row.obs[...] = obs
         row.state[...] = state
         row.agent_mask[...] = mask
-        row.avail_actions[...] = avail
+        self._avail[...] = avail
         self._score.fill(0.0)
         return {}
 

@@ -166,6 +166,8 @@ class FootballAdapter(NativeEnvAdapter):
 
             self._active_channel = list(observation_preprocessing.get_smm_layers(self._config)).index("active")
         agents = [f"left_{i}" for i in range(left_agents)] + [f"right_{i}" for i in range(right_agents)]
+        # gfootball ends an episode at the step after game_duration frames.
+        self._episode_limit = int(scenario_cfg.game_duration) + 1
         self.spec = EnvSpec(
             agents=tuple(agents),
             obs_shape=obs_shape,
@@ -173,14 +175,13 @@ class FootballAdapter(NativeEnvAdapter):
             state_shape=obs_shape,
             state_dtype=np.dtype(obs_space.dtype),
             action=DiscreteAction(_n_actions(self.env.action_space)),
-            # gfootball ends an episode at the step after game_duration frames.
-            episode_limit=int(scenario_cfg.game_duration) + 1,
+            episode_limit=self._episode_limit,
             stats=STATS,
             snapshots=True,
         )
         self._engine_rng: np.random.Generator | None = None
         self._steps = 0
-        self._score = (0, 0)
+        self._score: tuple[int, ...] = (0, 0)
 
     @property
     def n_agents(self) -> int:
@@ -191,6 +192,7 @@ class FootballAdapter(NativeEnvAdapter):
         # One agent: gfootball drops the agent axis (obs (115,), scalar reward).
         self._obs_target = row.obs[0] if self.n_agents == 1 else row.obs
         row.agent_mask[:] = True
+        assert row.avail_actions is not None  # discrete actions: the buffers have avail_actions
         row.avail_actions[:] = True
 
     # -- seeding ------------------------------------------------------------------
@@ -240,7 +242,7 @@ class FootballAdapter(NativeEnvAdapter):
         self._write_obs(obs)
         row = self.row
         row.reward[:] = reward
-        cut = done and self._steps >= self.spec.episode_limit
+        cut = done and self._steps >= self._episode_limit
         row.terminated[:] = done and not cut
         row.truncated[:] = cut
         if done:

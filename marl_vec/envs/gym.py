@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -58,11 +58,13 @@ class GymAdapter(NativeEnvAdapter):
         self.env = env
         action = action_spec_of(env.action_space, type(env.unwrapped).__name__)
         self._action_start = int(getattr(env.action_space, "start", 0)) if action.discrete else 0
+        # Box, Discrete, MultiDiscrete and MultiBinary always have a shape.
+        obs_shape = cast("tuple[int, ...]", obs_space.shape)
         self.spec = EnvSpec(
             agents=(agent_id,),
-            obs_shape=obs_space.shape,
+            obs_shape=obs_shape,
             obs_dtype=obs_space.dtype,
-            state_shape=obs_space.shape,
+            state_shape=obs_shape,
             state_dtype=obs_space.dtype,
             action=action,
             episode_limit=episode_limit_of(env),

@@ -21,7 +21,7 @@ Conventions (see README.md, "PettingZoo"):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -81,7 +81,8 @@ class PettingZooAdapter(NativeEnvAdapter):
                 )
             obs_spaces.append(inner)
             self._obs_has_mask.append(has_mask)
-        self._obs_native_shapes = [tuple(s.shape) for s in obs_spaces]
+        # Every space has a shape: checked above.
+        self._obs_native_shapes = [tuple(cast("tuple[int, ...]", s.shape)) for s in obs_spaces]
         obs_dtype = np.result_type(*[s.dtype for s in obs_spaces])
         ranks = {len(s) for s in self._obs_native_shapes}
         if len(set(self._obs_native_shapes)) == 1:
@@ -96,7 +97,7 @@ class PettingZooAdapter(NativeEnvAdapter):
 
         action_specs = [action_spec_of(env.action_space(agent), f"{name}, agent {agent!r}") for agent in self.agent_ids]
         if all(isinstance(a, DiscreteAction) for a in action_specs):
-            self._n_native = [a.n_actions for a in action_specs]
+            self._n_native = [a.n_actions for a in action_specs if isinstance(a, DiscreteAction)]  # all of them
             self._action_starts = [int(getattr(env.action_space(a), "start", 0)) for a in self.agent_ids]
             action: DiscreteAction | ContinuousAction = DiscreteAction(max(self._n_native))
             actions_padded = len(set(self._n_native)) > 1

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -309,9 +309,9 @@ class StarCraft2Env(MultiAgentEnv):
         self.spec = EnvSpec(
             agents=tuple(f"agent_{i}" for i in range(A)),
             obs_shape=(obs_size,),
-            obs_dtype=np.float32,
+            obs_dtype=np.dtype(np.float32),
             state_shape=(state_size,),
-            state_dtype=np.float32,
+            state_dtype=np.dtype(np.float32),
             action=DiscreteAction(self.n_actions),
             episode_limit=info.episode_limit,
             stats=("battle_won", "dead_allies", "dead_enemies"),
@@ -639,6 +639,8 @@ class StarCraft2Env(MultiAgentEnv):
     def bind(self, row: Any) -> None:
         super().bind(row)
         A, E, nA = self.n_agents, self.n_enemies, self.n_actions
+        assert row.avail_actions is not None  # discrete actions: the buffers have avail_actions
+        self._avail: np.ndarray = row.avail_actions
         obs = row.obs
         k = 4
         self._obs_enemy = obs[:, k:k + E * self.enemy_feats].reshape(A, E, self.enemy_feats)
@@ -672,7 +674,7 @@ class StarCraft2Env(MultiAgentEnv):
 
     def _write_avail(self) -> None:
         """SMAC's rules: dead -> no-op only; live -> stop, feasible moves, enemies in range."""
-        avail, a, e = self.row.avail_actions, self.allies, self.enemies
+        avail, a, e = self._avail, self.allies, self.enemies
         alive = a.alive
         np.logical_not(alive, out=avail[:, 0])
         np.copyto(avail[:, 1], alive)
@@ -701,7 +703,7 @@ class StarCraft2Env(MultiAgentEnv):
         np.subtract(e.y, a.y[:, None], out=ed["dy"])
         np.hypot(ed["dx"], ed["dy"], out=ed["dist"])
         self._write_avail()
-        avail = row.avail_actions
+        avail = self._avail
         row.obs[:, 0:4] = avail[:, 2:6]
         vis = self._e_vis
         np.less(ed["dist"], sight, out=vis)
@@ -827,8 +829,8 @@ class SmacAdapter(MultiAgentEnv):
         A = int(info["n_agents"])
         self.spec = EnvSpec(
             agents=tuple(f"agent_{i}" for i in range(A)),
-            obs_shape=(int(info["obs_shape"]),), obs_dtype=np.float32,
-            state_shape=(int(info["state_shape"]),), state_dtype=np.float32,
+            obs_shape=(int(info["obs_shape"]),), obs_dtype=np.dtype(np.float32),
+            state_shape=(int(info["state_shape"]),), state_dtype=np.dtype(np.float32),
             action=DiscreteAction(int(info["n_actions"])),
             episode_limit=int(info["episode_limit"]),
             stats=("battle_won", "dead_allies", "dead_enemies"),
@@ -838,9 +840,10 @@ class SmacAdapter(MultiAgentEnv):
         row = self.row
         row.obs[:] = np.asarray(self.env.get_obs(), dtype=np.float32)
         row.state[:] = np.asarray(self.env.get_state(), dtype=np.float32)
-        row.avail_actions[:] = np.asarray(self.env.get_avail_actions()) != 0
+        avail = cast(np.ndarray, row.avail_actions)  # discrete actions: never None
+        avail[:] = np.asarray(self.env.get_avail_actions()) != 0
         # SMAC: a dead agent may only take the no-op, a live one never.
-        np.logical_not(row.avail_actions[:, 0], out=row.agent_mask)
+        np.logical_not(avail[:, 0], out=row.agent_mask)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         if seed is not None and seed != self._seed:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -325,7 +325,7 @@ class VecEnv(ABC):
         np.less(unsigned, self._n_actions, out=in_range)
         if np.count_nonzero(in_range) != in_range.size:
             return False
-        avail = self.buffers.avail_actions
+        avail = cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
         if np.count_nonzero(avail) == avail.size:  # every action available (e.g. gymnasium envs)
             return True
         np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
@@ -337,7 +337,7 @@ class VecEnv(ABC):
 
         Returns quietly when only dead agents' actions were off: those are ignored.
         """
-        n, avail = self._n_actions, self.buffers.avail_actions
+        n, avail = self._n_actions, cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
         bad = ((actions < 0) | (actions >= n)) & mask
         if bad.any():
             e, a = (int(x) for x in np.argwhere(bad)[0])
@@ -386,8 +386,9 @@ class VecEnv(ABC):
                 zeros = [np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
                 for z in zeros:
                     z.flags.writeable = False
-                self._no_final = (*zeros, None) if avail is None else tuple(zeros)
-            return self._no_final  # type: ignore[return-value]
+                # Three arrays: (final_obs, final_state, final_avail_actions or None).
+                self._no_final = cast("tuple[Any, Any, Any]", (*zeros, None) if avail is None else tuple(zeros))
+            return self._no_final
         final_obs = buf.final_obs.copy()
         final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
                        else buf.final_state.copy())

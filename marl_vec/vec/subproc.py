@@ -193,7 +193,7 @@ class SubprocVecEnv(VecEnv):
             parent, child = ctx.Pipe(duplex=True)
             self._conns.append(parent)
             inherited = list(self._conns) if method == "fork" else []  # spawn copies only what it is given
-            process = ctx.Process(
+            process = ctx.Process(  # type: ignore[attr-defined]  # get_context(str) is typed BaseContext; each real context has Process
                 target=worker_main,
                 args=(w, child, block, start, num_envs, mode.value, env_seed, restart_on_error, inherited,
                       None if method == "fork" else dict(os.environ)),
@@ -328,7 +328,7 @@ class SubprocVecEnv(VecEnv):
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         if env_ids is None:
-            per_worker = {w: (seed, None) for w in range(self.num_workers)}
+            per_worker: dict[int, tuple] = {w: (seed, None) for w in range(self.num_workers)}
         else:
             per_worker = {w: (seed, local) for w, local in self._per_worker(env_ids).items()}
         replies = self._command("reset", per_worker)
