@@ -26,6 +26,19 @@ from marl_vec.episode import AutoresetMode, EpisodeTracker
 EnvFn = Callable[[], Any]
 
 
+def rebuild_seed(env_seed: int | None, index: int, rebuilds: int) -> int | None:
+    """The seed for rebuild number ``rebuilds`` of env (or block of envs) ``index``:
+    reproducible from ``env_seed``, and new at every rebuild. None when unseeded.
+
+    Used by EnvGroup for an env that raised, and by the process and Ray backends
+    for the block of a worker or actor that died.
+    """
+    if env_seed is None:
+        return None
+    entropy = [int(env_seed) % 2**63, index, int(rebuilds)]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
 class EnvFinishedError(RuntimeError):
     """Stepping an env that finished its episode under ``autoreset='disabled'``."""
 
@@ -385,10 +398,7 @@ class EnvGroup:
 
     def _restart_seed(self, j: int) -> int | None:
         """Seed of a rebuilt env's first reset: reproducible, and new at every restart."""
-        if self.env_seed is None:
-            return None
-        entropy = [int(self.env_seed) % 2**63, self.start + j, int(self.episodes.restarts[j])]
-        return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+        return rebuild_seed(self.env_seed, self.start + j, self.episodes.restarts[j])
 
     # -- the rest -------------------------------------------------------------
 

@@ -133,6 +133,68 @@ def test_worker_exiting_in_step_reports_exit_code():
             venv.step(available(r))
 
 
+FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_dead_worker_is_replaced_within_restart_on_error(start_method):
+    import psutil
+
+    fns = [DyingAgentEnv] * 4
+    with SubprocVecEnv(fns, env_seed=0, num_workers=2, restart_on_error=1, start_method=start_method) as venv, \
+            mv.DummyVecEnv(fns, env_seed=0) as ref:
+        r, d = venv.reset(), ref.reset()
+        before, d = venv.step(available(r)), ref.step(available(d))
+        victim = venv.worker_pids[1]
+        os.kill(victim, signal.SIGKILL)
+        r, d = venv.step(available(before)), ref.step(available(d))
+        # Worker 0's envs step on as if nothing happened.
+        for name in FIELDS:
+            np.testing.assert_array_equal(getattr(r, name)[:2], getattr(d, name)[:2], err_msg=name)
+        # Worker 1's envs end their episodes as truncated, with the rows the dead worker left.
+        assert r.done[2:].all() and r.truncated[2:].all() and not r.terminated[2:].any()
+        assert (r.reward[2:] == 0).all() and "episode" not in r.infos[2]
+        for i in (2, 3):
+            info = r.infos[i]
+            assert info["restarted"] and info["worker_restarts"] == 1
+            assert f"worker process {victim} (envs 2..3) was killed by SIGKILL" in info["error"]
+        np.testing.assert_array_equal(r.final_obs[2:], before.obs[2:])
+        np.testing.assert_array_equal(r.final_avail_actions[2:], before.avail_actions[2:])
+        # A new worker with new envs at their first step: all agents alive.
+        new = venv.worker_pids[1]
+        assert new != victim and psutil.pid_exists(new) and not psutil.pid_exists(victim)
+        assert r.agent_mask[2:].all() and venv.worker_restarts == [0, 1]
+        r = venv.step(available(r))
+        assert not any(info.get("restarted") for info in r.infos)
+        os.kill(new, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError, match=r"killed by SIGKILL.*after 1 replacement\(s\) of this worker"):
+            venv.step(available(r))
+        pids = venv.worker_pids
+    assert_all_gone(pids)
+
+
+def test_worker_dying_inside_a_step_is_replaced_then_reported_when_the_budget_is_spent():
+    # The rebuilt env exits at its second step again: one replacement, then the error.
+    fns = [DyingAgentEnv, functools.partial(ExitingEnv, exit_at=2)]
+    with SubprocVecEnv(fns, env_seed=0, num_workers=2, restart_on_error=1) as venv:
+        r = venv.step(available(venv.reset()))
+        r = venv.step(available(r))
+        assert r.done[1] and r.truncated[1].all() and "exited with code 3" in r.infos[1]["error"]
+        assert not r.done[0]
+        r = venv.step(available(r))
+        with pytest.raises(WorkerDiedError, match=r"exited with code 3.*after 1 replacement"):
+            venv.step(available(r))
+
+
+def test_dead_worker_is_not_replaced_outside_same_step_and_fast():
+    with SubprocVecEnv([DyingAgentEnv] * 2, num_workers=2, restart_on_error=3, autoreset="next_step") as venv:
+        r = venv.reset()
+        os.kill(venv.worker_pids[0], signal.SIGKILL)
+        with pytest.raises(WorkerDiedError, match="replaced only in the same_step and fast autoreset modes, "
+                                                  "not in 'next_step'"):
+            venv.step(available(r))
+
+
 def test_hung_worker_times_out_and_close_kills_it():
     fns = [DyingAgentEnv, functools.partial(SleepyEnv, delay=60.0)]
     venv = SubprocVecEnv(fns, num_workers=2, timeout=2.0, close_timeout=0.5)

@@ -40,6 +40,7 @@ import numpy as np
 from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
+from marl_vec.group import rebuild_seed
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.worker import STEP
 
@@ -568,11 +569,7 @@ class RayVecEnv(VecEnv):
             self._links[w].close()
             self._links[w] = None
         block = self.blocks[w]
-        seed = None
-        if self._env_seed is not None:  # reproducible, and new at every replacement
-            entropy = [int(self._env_seed) % 2**63, block.start, self.actor_restarts[w]]
-            seed = int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
-        self.actors[w] = self._new_actor(w, seed)
+        self.actors[w] = self._new_actor(w, rebuild_seed(self._env_seed, block.start, self.actor_restarts[w]))
         del self._dead[w]
         if self.buffers.shm_name is not None and self._local_actors([w]):
             self._links[w] = self._link(w)

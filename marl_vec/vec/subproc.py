@@ -44,6 +44,7 @@ from typing import Any, Callable, Sequence
 
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
+from marl_vec.group import rebuild_seed
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.base import VecEnv
@@ -107,8 +108,9 @@ class SubprocVecEnv(VecEnv):
         validate: check actions' shape, range and availability.
         num_workers: worker processes (default: ``min(num_envs, usable cores)``).
         start_method: ``fork``, ``spawn`` or ``forkserver`` (default: see the module doc).
-        restart_on_error: per-env budget of rebuilds after an env raises; 0 raises
-            a :class:`WorkerError` at the first error.
+        restart_on_error: per-env budget of rebuilds after an env raises, and
+            per-worker budget of replacements after a worker process dies in a step
+            (same_step and fast modes); 0 raises a :class:`WorkerError` at the first error.
         timeout: seconds any command may take before the workers are declared hung
             (None: no limit; a dead worker is still detected at once). Building the
             envs at start may take ``max(timeout, 120)`` s.
@@ -153,6 +155,9 @@ class SubprocVecEnv(VecEnv):
         self.start_method = method
         self.num_workers = num_workers
         self.timeout = timeout
+        self._env_fns, self._mode, self._env_seed = env_fns, mode, env_seed
+        self._restart_on_error, self._num_envs = restart_on_error, num_envs
+        self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
@@ -165,7 +170,8 @@ class SubprocVecEnv(VecEnv):
             self, _shutdown, self._procs, self._conns, self._buffers_holder, close_timeout
         )
         try:
-            self._start_workers(env_fns, method, mode, env_seed, restart_on_error, num_envs)
+            for w in range(num_workers):
+                self._start_worker(w, env_seed)
             # Building envs may take long (a game launching): a generous bound of its own.
             start_timeout = None if timeout is None else max(timeout, START_TIMEOUT)
             replies = self._collect("start", range(num_workers), start_timeout)
@@ -182,28 +188,34 @@ class SubprocVecEnv(VecEnv):
 
     # -- start ------------------------------------------------------------------
 
-    def _start_workers(
-        self, env_fns: list, method: str, mode: AutoresetMode, env_seed: int | None, restart_on_error: int, num_envs: int
-    ) -> None:
+    def _start_worker(self, w: int, env_seed: int | None) -> None:
+        """Start worker w over its block (again, when it replaces a dead one)."""
+        method = self.start_method
         ctx = mp.get_context(method)
-        for w, (start, stop) in enumerate(self._blocks):
-            block: Any = env_fns[start:stop]
-            if method != "fork":
-                block = _pickle_env_fns(block, start, method)
-            parent, child = ctx.Pipe(duplex=True)
+        start, stop = self._blocks[w]
+        block: Any = self._env_fns[start:stop]
+        if method != "fork":
+            block = _pickle_env_fns(block, start, method)
+        parent, child = ctx.Pipe(duplex=True)
+        if w < len(self._conns):
+            self._conns[w] = parent
+        else:
             self._conns.append(parent)
-            inherited = list(self._conns) if method == "fork" else []  # spawn copies only what it is given
-            process = ctx.Process(  # type: ignore[attr-defined]  # get_context(str) is typed BaseContext; each real context has Process
-                target=worker_main,
-                args=(w, child, block, start, num_envs, mode.value, env_seed, restart_on_error, inherited,
-                      None if method == "fork" else dict(os.environ)),
-                name=f"marl_vec-subproc-{w}",
-                daemon=True,  # multiprocessing terminates daemons at exit, a last safety net
-            )
-            process.start()
+        inherited = list(self._conns) if method == "fork" else []  # spawn copies only what it is given
+        process = ctx.Process(  # type: ignore[attr-defined]  # every real context has Process
+            target=worker_main,
+            args=(w, child, block, start, self._num_envs, self._mode.value, env_seed, self._restart_on_error,
+                  inherited, None if method == "fork" else dict(os.environ)),
+            name=f"marl_vec-subproc-{w}",
+            daemon=True,  # multiprocessing terminates daemons at exit, a last safety net
+        )
+        process.start()
+        if w < len(self._procs):
+            self._procs[w] = process
+        else:
             self._procs.append(process)
-            # Our copy of the child's end must go, or a dead worker's pipe never reads EOF.
-            child.close()
+        # Our copy of the child's end must go, or a dead worker's pipe never reads EOF.
+        child.close()
 
     def _check_specs(self, replies: dict[int, Any]) -> EnvSpec:
         spec = replies[0][1][0]
@@ -219,6 +231,9 @@ class SubprocVecEnv(VecEnv):
         try:
             self._conns[w].send_bytes(data)
         except OSError:  # BrokenPipeError / ConnectionResetError: the worker is gone
+            if command == "step":  # _collect finds it by its sentinel, to report or replace it
+                self._pending[w] = True
+                return
             self._pending[w] = False
             raise self._died(w, command) from None
         self._pending[w] = True
@@ -227,23 +242,43 @@ class SubprocVecEnv(VecEnv):
         for w in range(self.num_workers):
             self._send(w, data, command)
 
-    def _died(self, w: int, command: str) -> WorkerDiedError:
+    def _death(self, w: int) -> str:
+        """How worker w died (it is reaped first, so its exit code is known)."""
         process = self._procs[w]
-        process.join(1.0)  # reap it, so its exit code is known
+        process.join(1.0)
         start, stop = self._blocks[w]
+        return f"worker process {process.pid} (envs {start}..{stop - 1}) {_describe_exit(process.exitcode)}"
+
+    def _died(self, w: int, command: str) -> WorkerDiedError:
+        """Worker w is dead and not replaced: the error to raise, which also breaks this SubprocVecEnv."""
         err = WorkerDiedError(
             command, w, None,
-            f"worker process {process.pid} (envs {start}..{stop - 1}) {_describe_exit(process.exitcode)}; "
-            "this SubprocVecEnv cannot continue: close() it and make a new one",
+            f"{self._death(w)}; this SubprocVecEnv cannot continue: close() it and make a new one"
+            f"{self._why_not_replaced(w)}",
         )
         self._broken = err
         return err
 
-    def _collect(self, command: str, workers: Sequence[int] | range, timeout: float | None = -1.0) -> dict[int, Any]:
+    def _why_not_replaced(self, w: int) -> str:
+        """Why dead worker w is not replaced, for its error message; empty when it may be
+        (or when no replacement was asked for: nothing to explain)."""
+        if not self._restart_on_error:
+            return ""
+        if not self._mode.keeps_final:
+            return (f" (a dead worker is replaced only in the same_step and fast autoreset modes, "
+                    f"not in {self._mode.value!r})")
+        if self.worker_restarts[w] >= self._restart_on_error:
+            return (f" (after {self.worker_restarts[w]} replacement(s) of this worker, "
+                    f"its whole restart_on_error budget)")
+        return ""
+
+    def _collect(self, command: str, workers: Sequence[int] | range, timeout: float | None = -1.0,
+                 replace: bool = False) -> dict[int, Any]:
         """Wait for one answer from each of ``workers``; raise the first error after all arrived.
 
         Every wait is bounded by ``timeout`` (negative: ``self.timeout``) and also
         watches the workers' process sentinels, so a dead worker is noticed at once.
+        ``replace``: a dead worker that may be replaced answers a :class:`_Lost`.
         """
         conns, procs = self._conns, self._procs
         waiting = list(workers)
@@ -264,18 +299,23 @@ class SubprocVecEnv(VecEnv):
                 )
                 raise self._broken
             for w in list(waiting):
-                if conns[w] not in ready:
-                    if procs[w].sentinel not in ready:
-                        continue
-                    if not conns[w].poll():  # it exited without a word
-                        raise self._died(w, command)
-                try:
-                    data = conns[w].recv_bytes()
-                except (EOFError, OSError):
-                    self._pending[w] = False
-                    raise self._died(w, command) from None
+                conn = conns[w]
+                if conn not in ready and procs[w].sentinel not in ready:
+                    continue
+                data: bytes | None = None
+                # A worker that exited may have answered first: read what its pipe holds.
+                if conn in ready or conn.poll():
+                    try:
+                        data = conn.recv_bytes()
+                    except (EOFError, OSError):
+                        data = None
                 self._pending[w] = False
                 waiting.remove(w)
+                if data is None:  # it died without a word
+                    if replace and self._restart_on_error and not self._why_not_replaced(w):
+                        results[w] = _Lost(self._death(w))
+                        continue
+                    raise self._died(w, command)
                 status, payload = decode(data)
                 if status == "error":
                     env_index, what, text = payload
@@ -350,7 +390,61 @@ class SubprocVecEnv(VecEnv):
             self._send(w, STEP, "step")
 
     def _step_wait(self) -> list[dict[str, Any]]:
-        return self._gather_infos(self._collect("step", range(self.num_workers)))
+        replies = self._collect("step", range(self.num_workers), replace=True)
+        lost = {w: reply for w, reply in replies.items() if isinstance(reply, _Lost)}
+        infos = self._gather_infos({w: reply for w, reply in replies.items() if w not in lost})
+        for w, reply in lost.items():
+            start = self._blocks[w][0]
+            for j, info in self._replace_worker(w, reply.what).items():
+                infos[start + j] = info
+        return infos
+
+    def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
+        """Worker w died in a step: start a new one and end its envs' episodes as truncated.
+
+        As when an env restarts inside EnvGroup (same_step): the step reports done,
+        every agent truncated, zero reward and ``infos[i]["restarted"]``; ``final_*``
+        hold each env's row as the dead worker left it; ``obs`` is the new episode's
+        first. The episodes' returns died with the worker, so no ``"episode"`` summary.
+        """
+        self.worker_restarts[w] += 1
+        restarts = self.worker_restarts[w]
+        self._conns[w].close()
+        old = self._procs[w]
+        if old.is_alive():  # its pipe broke, yet it lingers
+            old.kill()
+            old.join(2.0)
+        old.close()  # frees its sentinel
+        start, stop = self._blocks[w]
+        try:
+            self._start_worker(w, rebuild_seed(self._env_seed, start, restarts))
+            start_timeout = None if self.timeout is None else max(self.timeout, START_TIMEOUT)
+            _pid, specs = self._collect("start", [w], start_timeout)[w]
+            for j, other in enumerate(specs):
+                self.spec.check_same(other, start + j)
+            self._send(w, pickle.dumps(("attach", self.buffers.shm_name)), "start")
+            self._collect("start", [w], start_timeout)
+        except Exception as exc:  # the replacement failed: this batch cannot go on
+            self._broken = WorkerError("restart", w, None, f"replacing dead worker {w} ({what}) failed: {exc!r}")
+            raise self._broken from exc
+        self.worker_pids[w] = self._procs[w].pid
+        buf, rows = self.buffers, slice(start, stop)
+        buf.final_obs[rows] = buf.obs[rows]
+        buf.final_state[rows] = buf.state[rows]
+        if buf.avail_actions is not None and buf.final_avail_actions is not None:
+            buf.final_avail_actions[rows] = buf.avail_actions[rows]
+        reset_infos = self._command("reset", {w: (None, None)})[w] or {}
+        buf.reward[rows] = 0.0
+        buf.terminated[rows] = False
+        buf.truncated[rows] = True
+        buf.done[rows] = True
+        infos: dict[int, dict[str, Any]] = {}
+        for j in range(stop - start):
+            info: dict[str, Any] = {"restarted": True, "error": what, "worker_restarts": restarts}
+            if reset_infos.get(j):
+                info["reset_info"] = reset_infos[j]
+            infos[j] = info
+        return infos
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
@@ -379,6 +473,13 @@ class SubprocVecEnv(VecEnv):
 
     def _close(self) -> None:
         self._finalizer()
+
+
+class _Lost:
+    """The answer of a worker that died in a step and may be replaced."""
+
+    def __init__(self, what: str):
+        self.what = what
 
 
 def _pickle_env_fns(block: list, start: int, method: str) -> bytes:
