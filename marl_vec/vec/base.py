@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
-from typing import Any, Sequence, cast
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -354,6 +354,37 @@ class VecEnv(ABC):
                 f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
                 f"available now: {allowed}"
             )
+
+    def _restart_block(self, envs: range, reset: Callable[[], dict[int, dict[str, Any]] | None],
+                       details: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """Envs ``envs`` lost their process in this step (a worker or actor died) and a
+        new one hosts them: end their episodes as truncated, as an env restarted by
+        EnvGroup's restart_on_error ends its own.
+
+        ``final_*`` take the rows as the lost process left them; ``reset()`` resets the
+        new process's envs (their observations reach the buffers) and returns their
+        infos by local index. Every agent is truncated with zero reward, and each env's
+        info says ``restarted``, with ``details``. The episodes' returns died with the
+        process, so there is no ``"episode"`` summary.
+        """
+        buf, rows = self.buffers, slice(envs.start, envs.stop)
+        assert buf.final_obs is not None and buf.final_state is not None  # same_step, fast
+        buf.final_obs[rows] = buf.obs[rows]
+        buf.final_state[rows] = buf.state[rows]
+        if buf.avail_actions is not None and buf.final_avail_actions is not None:
+            buf.final_avail_actions[rows] = buf.avail_actions[rows]
+        reset_infos = reset() or {}
+        buf.reward[rows] = 0.0
+        buf.terminated[rows] = False
+        buf.truncated[rows] = True
+        buf.done[rows] = True
+        infos: dict[int, dict[str, Any]] = {}
+        for j in range(len(envs)):
+            info: dict[str, Any] = {"restarted": True, **details}
+            if reset_infos.get(j):
+                info["reset_info"] = reset_infos[j]
+            infos[j] = info
+        return infos
 
     def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
         """The StepResult of the buffers; ``any_done``: whether some env is done (None: look)."""

@@ -552,13 +552,8 @@ class RayVecEnv(VecEnv):
         return True
 
     def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
-        """Actor w died in a step: start a new one and end its envs' episodes as truncated.
-
-        Like a restart inside EnvGroup (same_step): the step reports done, every agent
-        truncated, zero reward and ``infos[i]["restarted"]``; ``final_*`` hold the last
-        observation this process had; ``obs`` is the new env's first. The episodes'
-        returns died with the actor, so these infos carry no ``"episode"`` summary.
-        """
+        """Actor w died in a step: start a new one (linked again if it is on this machine);
+        its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
         ray = _ray()
         self.actor_restarts[w] += 1
         try:
@@ -573,24 +568,12 @@ class RayVecEnv(VecEnv):
         del self._dead[w]
         if self.buffers.shm_name is not None and self._local_actors([w]):
             self._links[w] = self._link(w)
-        buf, rows = self.buffers, slice(block.start, block.stop)
-        buf.final_obs[rows] = buf.obs[rows]
-        buf.final_state[rows] = buf.state[rows]
-        if buf.avail_actions is not None and buf.final_avail_actions is not None:
-            buf.final_avail_actions[rows] = buf.avail_actions[rows]
-        self._send(w, "reset", (None, None))
-        reset_infos = self._receive([w], "restart")[w]
-        buf.reward[rows] = 0.0
-        buf.terminated[rows] = False
-        buf.truncated[rows] = True
-        buf.done[rows] = True
-        infos = {}
-        for j in range(len(block)):
-            info: dict[str, Any] = {"restarted": True, "error": str(err), "actor_restarts": self.actor_restarts[w]}
-            if reset_infos.get(j):
-                info["reset_info"] = reset_infos[j]
-            infos[j] = info
-        return infos
+
+        def reset() -> dict[int, dict[str, Any]]:
+            self._send(w, "reset", (None, None))
+            return self._receive([w], "restart")[w]
+
+        return self._restart_block(block, reset, {"error": str(err), "actor_restarts": self.actor_restarts[w]})
 
     def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
         ray = _ray()

@@ -400,13 +400,8 @@ class SubprocVecEnv(VecEnv):
         return infos
 
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
-        """Worker w died in a step: start a new one and end its envs' episodes as truncated.
-
-        As when an env restarts inside EnvGroup (same_step): the step reports done,
-        every agent truncated, zero reward and ``infos[i]["restarted"]``; ``final_*``
-        hold each env's row as the dead worker left it; ``obs`` is the new episode's
-        first. The episodes' returns died with the worker, so no ``"episode"`` summary.
-        """
+        """Worker w died in a step: start a new one; its envs end their episodes as
+        truncated (:meth:`VecEnv._restart_block`). A replacement that fails breaks the batch."""
         self.worker_restarts[w] += 1
         restarts = self.worker_restarts[w]
         self._conns[w].close()
@@ -428,23 +423,8 @@ class SubprocVecEnv(VecEnv):
             self._broken = WorkerError("restart", w, None, f"replacing dead worker {w} ({what}) failed: {exc!r}")
             raise self._broken from exc
         self.worker_pids[w] = self._procs[w].pid
-        buf, rows = self.buffers, slice(start, stop)
-        buf.final_obs[rows] = buf.obs[rows]
-        buf.final_state[rows] = buf.state[rows]
-        if buf.avail_actions is not None and buf.final_avail_actions is not None:
-            buf.final_avail_actions[rows] = buf.avail_actions[rows]
-        reset_infos = self._command("reset", {w: (None, None)})[w] or {}
-        buf.reward[rows] = 0.0
-        buf.terminated[rows] = False
-        buf.truncated[rows] = True
-        buf.done[rows] = True
-        infos: dict[int, dict[str, Any]] = {}
-        for j in range(stop - start):
-            info: dict[str, Any] = {"restarted": True, "error": what, "worker_restarts": restarts}
-            if reset_infos.get(j):
-                info["reset_info"] = reset_infos[j]
-            infos[j] = info
-        return infos
+        return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
+                                   {"error": what, "worker_restarts": restarts})
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
