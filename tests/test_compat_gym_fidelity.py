@@ -169,6 +169,33 @@ def test_observation_mode_different_batches_each_envs_space_as_sync():
     ours.close(), theirs.close()
 
 
+class ShiftedActions(gym.Env):
+    """Actions Discrete(3, start=-1); the observation is the last action taken (Box), the reward its square."""
+
+    action_space = gym.spaces.Discrete(3, start=-1)
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), f"{action!r} invalid"
+        return np.array([action], np.float32), float(action) ** 2, False, False, {"action": int(action)}
+
+
+def test_discrete_actions_with_a_start_are_the_envs_numbering():
+    ours, theirs = face_and_sync([ShiftedActions] * 2)
+    assert ours.single_action_space == theirs.single_action_space == gym.spaces.Discrete(3, start=-1)
+    ours.single_action_space.seed(0), theirs.single_action_space.seed(0)
+    run_both(ours, theirs, np.array([[-1, 1], [0, -1], [1, 1]]))
+    for envs in (ours, theirs):  # out of range: the env's own check
+        # (the env sees a Python int from marl_vec's adapter where SyncVectorEnv passes np.int64)
+        with pytest.raises(AssertionError, match="2\\)? invalid"):
+            envs.step(np.array([2, 0]))
+    ours.close(), theirs.close()
+
+
 # -- seeds --------------------------------------------------------------------------
 
 
