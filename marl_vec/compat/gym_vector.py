@@ -181,13 +181,13 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     # -- gymnasium API ------------------------------------------------------------
 
-    @property
-    def np_random_seed(self) -> tuple[int, ...]:
+    @property  # per env, as SyncVectorEnv's (which overrides the same way)
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
         """The sub-envs' ``np_random_seed``, one per env."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """The sub-envs' generators, one per env (copies from a worker process)."""
         return self.get_attr("np_random")
 

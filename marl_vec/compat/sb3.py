@@ -76,8 +76,9 @@ class SB3VecEnv(SB3BaseVecEnv):
         self.venv = venv
         self.monitor = monitor
         native_action = _native_action_space(spec, _attr_or_none(venv, "action_space", [0])[0])
-        if int(getattr(native_action, "start", 0)):
-            raise ValueError(f"SB3VecEnv: action space {native_action} starts at {native_action.start}; SB3 needs 0")
+        start = int(getattr(native_action, "start", 0))
+        if start:
+            raise ValueError(f"SB3VecEnv: action space {native_action} starts at {start}; SB3 needs 0")
         observation_space = observation_space_of(spec, _attr_or_none(venv, "observation_space", [0])[0])
         super().__init__(venv.num_envs, observation_space, native_action)
         self._action_shape = (venv.num_envs, 1, *spec.action_shape)
