@@ -120,6 +120,15 @@ def test_episode_info_option_adds_the_summary_and_keeps_the_envs_own():
     ours.close()
 
 
+def test_the_vec_env_keeps_the_envs_own_episode_info_beside_its_summary():
+    with mv.DummyVecEnv([with_episode_statistics], env_seed=0) as venv:
+        venv.reset()
+        for _ in range(7):
+            r = venv.step(np.ones((1, 1), dtype=np.int64))
+        assert r.done[0] and r.infos[0]["episode"]["length"] == 7
+        assert set(r.infos[0]["env_episode"]) == {"r", "l", "t"} and r.infos[0]["env_episode"]["l"] == 7
+
+
 # -- spaces and their seeding -----------------------------------------------------------
 
 
