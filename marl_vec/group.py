@@ -25,6 +25,10 @@ from marl_vec.episode import AutoresetMode, EpisodeTracker
 
 EnvFn = Callable[[], Any]
 
+# At an episode end ``info["episode"]`` is marl_vec's summary; an env that reports its
+# own ``"episode"`` there (gymnasium's RecordEpisodeStatistics) finds it under this key.
+ENV_EPISODE_KEY = "env_episode"
+
 
 def rebuild_seed(env_seed: int | None, index: int, rebuilds: int) -> int | None:
     """The seed for rebuild number ``rebuilds`` of env (or block of envs) ``index``:
@@ -308,6 +312,8 @@ class EnvGroup:
         if restarts:
             summary["restarts"] = restarts
         info = dict(info)
+        if "episode" in info:  # the env's own (e.g. gymnasium's RecordEpisodeStatistics): kept
+            info[ENV_EPISODE_KEY] = info["episode"]
         info["episode"] = summary
         if self._keeps_final:  # final_* hold the episode's last step (_keep_finals)
             reset_info = self._reset_guarded(j, None, clear_step=False, auto=True)
@@ -409,18 +415,18 @@ class EnvGroup:
         local = range(len(self.adapters)) if env_ids is None else env_ids
         out = []
         for j in local:
-            attr = getattr(self.adapters[j].native, name)
+            attr = self.adapters[j].get_native_attr(name)
             out.append(attr(*args, **(kwargs or {})) if callable(attr) else attr)
         return out
 
     def get_attr(self, name: str, env_ids: Sequence[int] | None = None) -> list[Any]:
         local = range(len(self.adapters)) if env_ids is None else env_ids
-        return [getattr(self.adapters[j].native, name) for j in local]
+        return [self.adapters[j].get_native_attr(name) for j in local]
 
     def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         local = range(len(self.adapters)) if env_ids is None else env_ids
         for j, value in zip(local, values):
-            setattr(self.adapters[j].native, name, value)
+            self.adapters[j].set_native_attr(name, value)
 
     def close(self) -> None:
         errors = []

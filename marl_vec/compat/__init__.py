@@ -4,6 +4,7 @@
   marl_vec VecEnv, so gymnasium-based trainers (CleanRL style) run unchanged.
 - :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
   gymnasium's next-step autoreset.
+- :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
 
 Example:
     >>> import gymnasium as gym
@@ -19,4 +20,13 @@ Example:
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv"]
+
+
+def __getattr__(name: str) -> object:
+    # SB3VecEnv imports stable_baselines3 (and torch): only when asked for.
+    if name == "SB3VecEnv":
+        from marl_vec.compat.sb3 import SB3VecEnv
+
+        return SB3VecEnv
+    raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")

@@ -1,19 +1,30 @@
 """GymVectorEnv: a ``gymnasium.vector.VectorEnv`` over a single-agent marl_vec VecEnv.
 
-Gymnasium-based trainers expect batched arrays without an agent axis,
-``single_observation_space`` / ``single_action_space``, the autoreset mode in
-``metadata["autoreset_mode"]`` and infos as a dict of arrays with ``_key``
-masks. This face gives them that over any backend (dummy, subproc, ray).
+The face behaves as gymnasium's ``SyncVectorEnv`` over the same envs, seeds and
+actions, on any backend (dummy, subproc, ray):
 
-Mapping of results, for E envs:
-
-- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed.
-- ``reward`` (E,) float64, as gymnasium's vector envs (marl_vec keeps float32).
-- same_step (and fast): ``infos["final_obs"]`` (object array, None where not done)
-  and ``infos["final_info"]`` hold the ended episode's last observation and step
-  info; the top-level infos are the reset's, as ``SyncVectorEnv``.
-- ``infos["episode"]``: ``{"r", "l"}`` (return, length) plus family stats, where an
-  episode ended, as gymnasium's ``RecordEpisodeStatistics`` (without ``"t"``).
+- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed;
+  ``reward`` (E,) in the VecEnv's reward dtype, passed through unconverted.
+- Spaces are the sub-envs' own: ``single_action_space`` is env 0's action space
+  object (in this process; a copy from a worker), and ``action_space`` is batched
+  from it, so ``action_space.sample()`` draws as ``SyncVectorEnv``'s does. Sub-envs
+  whose observation or action spaces differ are refused with ``RuntimeError``.
+- Infos exactly as ``SyncVectorEnv``: the envs' own keys with ``_key`` masks;
+  same_step: ``infos["final_obs"]``/``infos["final_info"]`` where an episode ended,
+  the top level then holding the reset's info. Nothing is added unless
+  ``episode_info=True``: then marl_vec's summary ``{"r", "l", ...family stats}``
+  is put in ``infos["episode"]`` where an episode ended and the env did not
+  report an ``"episode"`` of its own (the env's keys always win).
+- Actions go to the envs unchecked, as gymnasium does: the face turns the
+  VecEnv's validation off (``venv.validate = False``), so an out-of-range action
+  reaches the env and the env's own error is raised. What the face itself checks
+  is what ``SyncVectorEnv`` checks: a non-iterable action raises ``TypeError``,
+  a wrong number of actions ``ValueError``. (Also refused, with ``TypeError``:
+  non-integer actions for a discrete space, which a cast would silently change.)
+- ``reset(seed=int | list | None)``, ``options={"reset_mask": ...}``;
+  ``np_random_seed``/``np_random`` are per-env tuples; ``call``/``get_attr``/
+  ``set_attr`` reach through gymnasium wrappers (``get_wrapper_attr``/``set_wrapper_attr``);
+  ``render_mode`` and ``metadata`` are env 0's.
 
 Example:
     >>> import gymnasium as gym, numpy as np
@@ -22,22 +33,24 @@ Example:
     >>> envs.metadata["autoreset_mode"]
     <AutoresetMode.NEXT_STEP: 'NextStep'>
     >>> obs, infos = envs.reset(seed=0)
-    >>> obs, reward, terminated, truncated, infos = envs.step(np.zeros(3, dtype=np.int64))
-    >>> reward.dtype, terminated.shape
-    (dtype('float64'), (3,))
+    >>> obs, reward, terminated, truncated, infos = envs.step(envs.action_space.sample())
+    >>> terminated.shape, infos
+    ((3,), {})
     >>> envs.close()
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Sequence, cast
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from marl_vec.episode import AutoresetMode
+from marl_vec.group import ENV_EPISODE_KEY
 from marl_vec.spec import DiscreteAction, EnvSpec
 from marl_vec.vec.base import VecEnv
 
@@ -50,7 +63,7 @@ AUTORESET_MODES: dict[AutoresetMode, GymAutoresetMode] = {
 }
 
 # Keys marl_vec's EnvGroup adds to a step's info; everything else is the env's own.
-_GROUP_KEYS = ("episode", "reset_info")
+_GROUP_KEYS = frozenset(("episode", "reset_info", ENV_EPISODE_KEY))
 
 
 def observation_space_of(spec: EnvSpec, native: Any = None) -> gymnasium.spaces.Space:
@@ -80,15 +93,28 @@ def action_space_of(spec: EnvSpec) -> gymnasium.spaces.Space:
 
 
 class GymVectorEnv(gymnasium.vector.VectorEnv):
-    """Wraps a single-agent marl_vec ``VecEnv`` (``spec.n_agents == 1``).
+    """Wraps a single-agent marl_vec ``VecEnv`` (``spec.n_agents == 1``) as ``SyncVectorEnv`` would.
 
     Args:
-        venv: the batch; this face owns it and closes it.
+        venv: the batch; this face owns it (it turns its action validation off, see
+            the module docstring) and closes it. For gymnasium's unseeded first
+            ``reset()``, build it with ``env_seed=None`` (marl_vec's default seeds env i with i).
         single_observation_space: override of the observation space (default: the
             native env's, when it matches the spec's shape and dtype).
+        episode_info: also report marl_vec's episode summary in ``infos["episode"]``.
+        observation_mode: as SyncVectorEnv's: ``"same"`` (every env has env 0's
+            observation space), ``"different"`` (same shape and dtype, bounds may
+            differ: the batched space is built from each env's), or a tuple
+            ``(observation_space, single_observation_space)``.
     """
 
-    def __init__(self, venv: VecEnv, single_observation_space: gymnasium.spaces.Space | None = None):
+    def __init__(
+        self,
+        venv: VecEnv,
+        single_observation_space: gymnasium.spaces.Space | None = None,
+        episode_info: bool = False,
+        observation_mode: str | tuple[gymnasium.spaces.Space, gymnasium.spaces.Space] = "same",
+    ):
         spec = venv.spec
         if spec.n_agents != 1:
             raise ValueError(
@@ -102,88 +128,155 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             )
         self.venv = venv
         self.num_envs = venv.num_envs
+        self.episode_info = episode_info
+        native_obs_spaces = _attr_or_none(venv, "observation_space")
+        native_action_spaces = _attr_or_none(venv, "action_space")
+        if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+            if not all(isinstance(space, gymnasium.spaces.Space) for space in observation_mode):
+                raise TypeError(
+                    f"Expected both elements of observation_mode to be Spaces, got "
+                    f"{type(observation_mode[0])} and {type(observation_mode[1])}"
+                )
+            batched_observation_space, single_observation_space = observation_mode
+        elif observation_mode == "same":
+            _check_same(native_obs_spaces, "observation")
+        elif observation_mode == "different":
+            if any(space is None for space in native_obs_spaces):
+                raise ValueError("observation_mode='different' needs the envs' observation_space attributes")
+            batched_observation_space = batch_differing_spaces(native_obs_spaces)
+        else:
+            raise ValueError(
+                f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+                f"observation space, actual got {observation_mode}"
+            )
         if single_observation_space is None:
-            native = _native_observation_space(venv)
-            single_observation_space = observation_space_of(spec, native)
+            single_observation_space = observation_space_of(spec, native_obs_spaces[0])
         self.single_observation_space = single_observation_space
-        self.single_action_space = action_space_of(spec)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.single_action_space = _native_action_space(spec, native_action_spaces[0])
+        _check_same(native_action_spaces, "action")
+        # batch_space seeds the batched space with a copy of the single space's generator,
+        # as SyncVectorEnv's: action_space.sample() draws the same actions.
+        self.observation_space = (
+            batch_space(self.single_observation_space, self.num_envs)
+            if observation_mode == "same"
+            else batched_observation_space
+        )
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {"autoreset_mode": AUTORESET_MODES[venv.autoreset], "render_modes": []}
-        self.render_mode = None
+        native_metadata = _attr_or_none(venv, "metadata", [0])[0]
+        self.metadata = dict(native_metadata) if isinstance(native_metadata, dict) else {"render_modes": []}
+        self.metadata["autoreset_mode"] = AUTORESET_MODES[venv.autoreset]
+        self.render_mode = _attr_or_none(venv, "render_mode", [0])[0]
+
+        # Actions are written as given: the envs see what SyncVectorEnv would pass them.
+        venv.validate = False
         self._keeps_final = venv.autoreset.keeps_final
-        self._action_shape = (self.num_envs, 1, *spec.action_shape)
+        self._discrete = spec.discrete
+        self._action_shape = (self.num_envs, *spec.action_shape)
+        self._venv_action_shape = (self.num_envs, 1, *spec.action_shape)
+        # marl_vec numbers discrete actions from 0; the native Discrete(n, start) from start.
+        self._action_start = int(getattr(self.single_action_space, "start", 0)) if self._discrete else 0
+        self._shifted_actions = np.zeros(self._venv_action_shape, dtype=np.int64)
+        self._final_obs_as_int = isinstance(self.single_observation_space, gymnasium.spaces.Discrete)
+        self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
 
     # -- gymnasium API ------------------------------------------------------------
 
+    @property  # per env, as SyncVectorEnv's (which overrides the same way)
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """The sub-envs' ``np_random_seed``, one per env."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """The sub-envs' generators, one per env (copies from a worker process)."""
+        return self.get_attr("np_random")
+
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Reset all envs (env i seeded ``seed + i``), or those of ``options["reset_mask"]``."""
-        env_ids = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all envs, or those of ``options["reset_mask"]``.
+
+        ``seed``: None (each env continues its own stream), an int (env i gets
+        ``seed + i``) or one seed (or None) per env.
+        """
+        if seed is None:
+            seeds: list[int | None] = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                f"but got length={len(seeds)}."
+            )
+        env_ids = list(range(self.num_envs))
         options = dict(options or {})
         if "reset_mask" in options:
-            mask = np.asarray(options.pop("reset_mask"))
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,) or not mask.any():
-                raise ValueError(
-                    f"options['reset_mask'] must be a bool array of shape ({self.num_envs},) with a True value, "
-                    f"got {mask!r}"
-                )
-            env_ids = np.flatnonzero(mask).tolist()
+            env_ids = np.flatnonzero(self._check_reset_mask(options.pop("reset_mask"))).tolist()
         if options:
-            raise ValueError(f"reset options {sorted(options)} are not supported; allowed: reset_mask")
-        if seed is not None and not isinstance(seed, (int, np.integer)):
-            seeds = list(seed)
-            first = seeds[0]
-            if first is None or any(s != first + i for i, s in enumerate(seeds)):
-                raise ValueError(f"seed must be an int (env i gets seed + i) or None, got {seed!r}")
-            seed = first
-        r = self.venv.reset(seed=None if seed is None else int(seed), env_ids=env_ids)
+            raise ValueError(
+                f"reset options {sorted(options)} are not supported by GymVectorEnv (marl_vec's reset "
+                "passes no options to the envs); allowed: reset_mask"
+            )
+        # marl_vec seeds env i with seed + i: envs whose seeds share one offset reset together.
+        by_offset: dict[int | None, list[int]] = defaultdict(list)
+        for i in env_ids:
+            s = seeds[i]
+            by_offset[None if s is None else int(s) - i].append(i)
+        env_infos: dict[int, dict[str, Any]] = {}
+        r = None
+        for offset, ids in by_offset.items():
+            r = self.venv.reset(seed=offset, env_ids=None if len(ids) == self.num_envs else ids)
+            env_infos.update((i, r.infos[i]) for i in ids)
+        assert r is not None  # env_ids is never empty
         infos: dict[str, Any] = {}
-        for i in range(self.num_envs) if env_ids is None else env_ids:
-            if r.infos[i]:
-                infos = self._add_info(infos, r.infos[i], i)
+        for i in sorted(env_infos):
+            if env_infos[i]:
+                infos = self._add_info(infos, env_infos[i], i)
         return r.obs[:, 0], infos
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        actions = np.asarray(actions)
-        expected = (self.num_envs, *self.venv.spec.action_shape)
-        if actions.shape != expected:
-            raise ValueError(f"actions must have shape {expected} (one per env), got {actions.shape}")
-        r = self.venv.step(actions.reshape(self._action_shape))
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        r = self.venv.step(self._venv_actions(actions))
         infos: dict[str, Any] = {}
         done = r.done
         for i, info in enumerate(r.infos):
             if not info:
                 continue
-            if "episode" in info:
-                infos = self._add_info(infos, {"episode": _gym_episode(info["episode"])}, i)
+            summary = info.get("episode")
+            env_info = _env_info(info)
             if self._keeps_final and done[i]:
-                step_info = {k: v for k, v in info.items() if k not in _GROUP_KEYS}
-                infos = self._add_info(infos, {"final_obs": cast(np.ndarray, r.final_obs)[i, 0], "final_info": step_info}, i)
-                info = info.get("reset_info", {})
-            elif "episode" in info:
-                info = {k: v for k, v in info.items() if k != "episode"}
-            if info:
-                infos = self._add_info(infos, info, i)
-        return (
-            r.obs[:, 0],
-            r.reward[:, 0].astype(np.float64),
-            r.terminated[:, 0],
-            r.truncated[:, 0],
-            infos,
-        )
+                final_obs = cast(np.ndarray, r.final_obs)[i, 0]
+                final_obs = final_obs.item() if self._final_obs_as_int else (final_obs if self.venv.copy else final_obs.copy())
+                infos = self._add_info(infos, {"final_obs": final_obs, "final_info": env_info}, i)
+                env_info = info.get("reset_info", {})
+            if env_info:
+                infos = self._add_info(infos, env_info, i)
+            if self.episode_info and summary is not None and "episode" not in env_info:
+                infos = self._add_info(infos, {"episode": _gym_episode(summary)}, i)
+        reward, terminated, truncated = r.reward[:, 0], r.terminated[:, 0], r.truncated[:, 0]
+        if self._copy_flags:
+            reward, terminated, truncated = reward.copy(), terminated.copy(), truncated.copy()
+        return r.obs[:, 0], reward, terminated, truncated, infos
 
     def render(self) -> tuple[Any, ...]:
         return tuple(self.venv.render())
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env (through its wrappers), or read it if not callable."""
         return tuple(self.venv.call(name, *args, **kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        return tuple(self.venv.get_attr(name))
+        """As ``SyncVectorEnv.get_attr``: ``call(name)``."""
+        return self.call(name)
 
     def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every env where a wrapper or the env has it; a list or tuple gives one value per env."""
+        if isinstance(values, (list, tuple)) and len(values) != self.num_envs:
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
         self.venv.set_attr(name, values)
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -192,12 +285,85 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
     def __repr__(self) -> str:
         return f"GymVectorEnv({self.venv!r})"
 
+    # -- translation ------------------------------------------------------------
 
-def _native_observation_space(venv: VecEnv) -> Any:
+    def _venv_actions(self, actions: Any) -> np.ndarray:
+        """``actions`` as the VecEnv's (E, 1, *action_shape), checked as SyncVectorEnv checks them."""
+        if not (isinstance(actions, np.ndarray) and actions.shape == self._action_shape):
+            # SyncVectorEnv iterates over the batched space: the same TypeError for a
+            # non-iterable, and one action per env (its zip(strict=True) raises ValueError).
+            items = list(iterate(self.action_space, actions))
+            if len(items) != self.num_envs:
+                raise ValueError(f"expected {self.num_envs} actions (one per env), got {len(items)}")
+            actions = np.asarray(items)
+            if actions.shape != self._action_shape:
+                raise ValueError(
+                    f"actions must have shape {self._action_shape} (one per env), got {actions.shape}"
+                )
+        if self._discrete:
+            if actions.dtype.kind not in "iu":
+                raise TypeError(
+                    f"discrete actions must be integers, got dtype {actions.dtype}; a cast would change them"
+                )
+            if self._action_start:
+                np.subtract(actions.reshape(self._venv_action_shape), self._action_start, out=self._shifted_actions)
+                return self._shifted_actions
+        return actions.reshape(self._venv_action_shape)
+
+    def _check_reset_mask(self, mask: Any) -> np.ndarray:
+        """SyncVectorEnv's checks of ``options["reset_mask"]``, with its exception types."""
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+        if not mask.any():
+            raise ValueError(
+                "`options['reset_mask']` must contain a boolean array with at least one True value, "
+                f"got reset_mask={mask}"
+            )
+        return mask
+
+
+def _attr_or_none(venv: VecEnv, name: str, indices: list[int] | None = None) -> list[Any]:
+    """``venv.get_attr(name)``, or Nones for adapters without it (each backend wraps the error its own way)."""
+    n = venv.num_envs if indices is None else len(indices)
     try:
-        return venv.get_attr("observation_space", indices=[0])[0]
-    except Exception:  # an adapter without one (each backend wraps the AttributeError its own way)
-        return None
+        return venv.get_attr(name, indices=indices)
+    except Exception:  # noqa: BLE001 - AttributeError here, wrapped by subproc/ray
+        return [None] * n
+
+
+def _native_action_space(spec: EnvSpec, native: Any) -> gymnasium.spaces.Space:
+    """Env 0's own action space where it is the one the spec was made from, else one made from the spec."""
+    if isinstance(native, gymnasium.spaces.Discrete) and spec.discrete and int(native.n) == spec.n_actions:
+        return native
+    if isinstance(native, gymnasium.spaces.Box) and not spec.discrete and native.shape == spec.action_shape:
+        return native
+    return action_space_of(spec)
+
+
+def _check_same(spaces: list[Any], what: str) -> None:
+    """SyncVectorEnv refuses sub-envs whose spaces differ from env 0's (Box bounds included)."""
+    single = spaces[0]
+    for i, space in enumerate(spaces):
+        if space is not None and space != single:
+            hint = " If this is intentional, use `observation_mode='different'` instead." if what == "observation" else ""
+            raise RuntimeError(
+                f"sub-environment {i}'s {what} space {space} differs from env 0's {single}: "
+                f"the sub-environments {what} spaces are not equivalent.{hint}"
+            )
+
+
+def _env_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A step's info as the env gave it: marl_vec's keys removed, the env's own ``"episode"`` restored."""
+    if not _GROUP_KEYS.intersection(info):
+        return info
+    env_info = {k: v for k, v in info.items() if k not in _GROUP_KEYS}
+    if ENV_EPISODE_KEY in info:
+        env_info["episode"] = info[ENV_EPISODE_KEY]
+    return env_info
 
 
 def _gym_episode(summary: dict[str, Any]) -> dict[str, Any]:

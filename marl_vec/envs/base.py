@@ -136,6 +136,17 @@ class MultiAgentEnv(ABC):
         """The wrapped env, target of ``VecEnv.call``/``get_attr``/``set_attr``."""
         return self
 
+    def get_native_attr(self, name: str) -> Any:
+        """Attribute ``name`` of the native env, as ``VecEnv.call``/``get_attr`` read it.
+
+        A family whose envs come in wrappers overrides this to look through them.
+        """
+        return getattr(self.native, name)
+
+    def set_native_attr(self, name: str, value: Any) -> None:
+        """Set attribute ``name`` of the native env, as ``VecEnv.set_attr`` does."""
+        setattr(self.native, name, value)
+
 
 class NativeEnvAdapter(MultiAgentEnv):
     """An adapter around one native env object, ``self.env``.

@@ -93,6 +93,16 @@ class GymAdapter(NativeEnvAdapter):
             return super().group_stepper(adapters, rows, block)
         return _GymGroupStepper(adapters, rows, block)
 
+    # VecEnv.call/get_attr/set_attr reach through gymnasium wrappers, as SyncVectorEnv's
+    # do: a plain getattr on a wrapper misses the inner env's attributes, and a plain
+    # setattr would set a new attribute on the outermost wrapper, leaving the env unchanged.
+
+    def get_native_attr(self, name: str) -> Any:
+        return self.env.get_wrapper_attr(name)
+
+    def set_native_attr(self, name: str, value: Any) -> None:
+        self.env.set_wrapper_attr(name, value)
+
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, info = self.env.reset(seed=seed)
         self._obs[...] = obs
