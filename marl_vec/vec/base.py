@@ -353,9 +353,10 @@ class VecEnv(ABC):
         avail = cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
         if np.count_nonzero(avail) == avail.size:  # every action available (e.g. gymnasium envs)
             return True
-        # Every action is in [0, n_actions) here, so casting any integer dtype to int64
-        # is exact (uint64 + int64 has no common integer type of its own).
-        np.add(self._flat_base, unsigned.reshape(-1), out=self._flat_index, dtype=np.int64, casting="unsafe")
+        if dtype.kind == "i":
+            np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
+        else:  # uint64 + int64 has no integer common type; in range here, the cast to int64 is exact
+            np.add(self._flat_base, actions.reshape(-1), out=self._flat_index, dtype=np.int64, casting="unsafe")
         avail.reshape(-1).take(self._flat_index, out=self._chosen)
         return np.count_nonzero(self._chosen) == self._chosen.size
 
