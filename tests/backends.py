@@ -43,14 +43,15 @@ def ray_cluster(tmp_path_factory):
 def make_backend(backend: str, env_fns: Sequence[Callable[[], Any]], request: pytest.FixtureRequest,
                  **kwargs: Any) -> mv.VecEnv:
     """A VecEnv of ``backend`` (a name of BACKENDS) over ``env_fns``; two workers or actors
-    where the backend has them."""
+    (one for a single env) where the backend has them."""
+    workers = min(2, len(env_fns))
     if backend == "dummy":
         return mv.DummyVecEnv(env_fns, **kwargs)
     if backend == "subproc":
-        return mv.SubprocVecEnv(env_fns, num_workers=2, **kwargs)
+        return mv.SubprocVecEnv(env_fns, num_workers=workers, **kwargs)
     if backend in ("ray-auto", "ray-ray"):
         request.getfixturevalue("ray_cluster")
         from marl_vec.vec.ray import RayVecEnv
 
-        return RayVecEnv(env_fns, num_workers=2, transport=backend.split("-")[1], **kwargs)
+        return RayVecEnv(env_fns, num_workers=workers, transport=backend.split("-")[1], **kwargs)
     raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
