@@ -105,7 +105,7 @@ class EpisodeTracker:
             returns = rows[i]
             agent_returns = returns.copy()
             per_agent = agent_returns.tolist()  # Python floats: numpy's mean costs microseconds
-            summary = {
+            summary: dict[str, Any] = {
                 "return": sum(per_agent) / len(per_agent),
                 "agent_returns": agent_returns,
                 "length": steps - began[i],
@@ -151,8 +151,9 @@ class EpisodeStatistics:
             self.episodes += 1
             self._recent.append(summary)
 
-    def means(self) -> dict[str, float | int]:
-        out: dict[str, float | int] = {"episodes": self.episodes}
+    def means(self) -> dict[str, float]:
+        """The numbers above; ``episodes`` is an int (typing's float admits ints)."""
+        out: dict[str, float] = {"episodes": self.episodes}
         if not self._recent:
             return out
         keys: dict[str, None] = {}

@@ -200,7 +200,7 @@ class VecEnv(ABC):
         """The PyMARL dict: n_agents, obs_shape, state_shape, n_actions, episode_limit."""
         return self.spec.env_info()
 
-    def episode_statistics(self) -> dict[str, float | int]:
+    def episode_statistics(self) -> dict[str, float]:
         """Means over the last ``stats_window`` (100) finished episodes, plus the count
         of all finished episodes (``episodes``, an int); the rules are in
         :class:`~marl_vec.episode.EpisodeStatistics`."""
