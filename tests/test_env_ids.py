@@ -112,3 +112,12 @@ def test_bad_env_ids_are_clear_errors_and_leave_the_batch_usable(env_ids, error,
         assert venv.get_attr("t") == [2] * E  # nothing was reset or set
         r = venv.step(np.zeros((E, 3), dtype=np.int64))
         assert step_counters(r) == [3] * E
+
+
+def test_reset_naming_an_env_twice_is_an_error():
+    with mv.DummyVecEnv([DyingAgentEnv] * E, env_seed=0) as venv:
+        stepped_twice(venv)
+        with pytest.raises(ValueError, match=r"env_ids name envs \[1\] more than once; name each env to reset once"):
+            venv.reset(env_ids=[1, 3, 1])
+        assert venv.get_attr("t") == [2] * E  # nothing was reset
+        assert venv.get_attr("t", indices=[1, 1]) == [2, 2]  # reading twice is fine

@@ -160,7 +160,7 @@ class VecEnv(ABC):
         self._check_open()
         if self._waiting:
             raise RuntimeError("reset() called while a step is in flight; call step_wait() first")
-        ids = None if env_ids is None else self._check_indices(env_ids)
+        ids = None if env_ids is None else self._check_indices(env_ids, unique=True)
         infos = self._reset(seed, ids)
         self._has_reset = True
         return self._result(infos)
@@ -260,11 +260,13 @@ class VecEnv(ABC):
         if self.closed:
             raise ClosedEnvError(f"{type(self).__name__} is closed")
 
-    def _check_indices(self, indices: Any) -> list[int]:
+    def _check_indices(self, indices: Any, unique: bool = False) -> list[int]:
         """The env indices that ``indices`` names, as a list of ints.
 
         ``indices`` is None (every env), an int, a sequence or array of ints, or a
         boolean mask of length ``num_envs`` (as gymnasium's ``reset_mask``).
+        ``unique``: an env named twice is an error (a reset that ran twice would
+        not be the one seeded).
 
         >>> venv._check_indices(np.array([True, False, True, False]))  # doctest: +SKIP
         [0, 2]
@@ -288,6 +290,9 @@ class VecEnv(ABC):
         bad = [i for i in out if not 0 <= i < self.num_envs]
         if bad:
             raise IndexError(f"env indices {bad} out of range [0, {self.num_envs})")
+        if unique and len(set(out)) != len(out):
+            twice = sorted({i for i in out if out.count(i) > 1})
+            raise ValueError(f"env_ids name envs {twice} more than once; name each env to reset once")
         return out
 
     def _check_not_finished(self) -> None:
