@@ -6,6 +6,7 @@ built here, for every backend alike:
 ``return``        team return: the mean over agents of each agent's summed reward
 ``agent_returns`` (A,) float64, each agent's summed reward
 ``length``        steps in the episode
+``restarts``      env restarts (restart_on_error) in the episode; only when there were some
 plus the family statistics the adapter reports (``battle_won``, ``score``, ...).
 """
 
@@ -62,7 +63,10 @@ class EpisodeTracker:
         self.steps = 0
         self._began = [0] * num_envs
         # Python ints: read at every episode end, where numpy scalars cost more.
+        # restarts: over each env's life (its restart_on_error budget); _episode_restarts:
+        # within its running episode (the summary's "restarts").
         self.restarts = [0] * num_envs
+        self._episode_restarts = [0] * num_envs
         # Each env's row of returns, made once: episode ends read and clear them.
         self._return_rows = list(self.returns)
 
@@ -74,24 +78,42 @@ class EpisodeTracker:
         """Steps of env i's running episode."""
         return self.steps - self._began[i]
 
+    def count_restart(self, i: int) -> None:
+        """Env i was rebuilt (restart_on_error), in its running episode."""
+        self.restarts[i] += 1
+        self._episode_restarts[i] += 1
+
     def clear(self, i: int) -> None:
+        """Env i's return and length start again from zero (its restarts stay counted)."""
         self._return_rows[i].fill(0.0)
         self._began[i] = self.steps
 
+    def begin(self, i: int) -> None:
+        """Env i starts a new episode by an explicit reset: the running one is dropped whole."""
+        self.clear(i)
+        self._episode_restarts[i] = 0
+
     def end(self, ids: list[int]) -> list[dict[str, Any]]:
-        """The summaries of the episodes of envs ``ids``, which then start afresh."""
-        steps, began, rows = self.steps, self._began, self._return_rows
+        """The summaries of the episodes of envs ``ids``, which then start afresh.
+
+        ``restarts`` is in a summary only when the env restarted in that episode.
+        """
+        steps, began, rows, restarts = self.steps, self._began, self._return_rows, self._episode_restarts
         summaries: list[dict[str, Any]] = []
         # Row by row: for a few envs, cheaper than numpy's fancy indexing with a list.
         for i in ids:
             returns = rows[i]
             agent_returns = returns.copy()
             per_agent = agent_returns.tolist()  # Python floats: numpy's mean costs microseconds
-            summaries.append({
+            summary: dict[str, Any] = {
                 "return": sum(per_agent) / len(per_agent),
                 "agent_returns": agent_returns,
                 "length": steps - began[i],
-            })
+            }
+            if restarts[i]:
+                summary["restarts"] = restarts[i]
+                restarts[i] = 0
+            summaries.append(summary)
             returns.fill(0.0)
             began[i] = steps
         return summaries
@@ -100,9 +122,24 @@ class EpisodeTracker:
 class EpisodeStatistics:
     """Means over the last ``window`` finished episodes of a VecEnv.
 
-    Every number in an episode summary (return, length, family stats) is averaged;
-    ``episodes`` counts all episodes seen so far.
+    - ``episodes`` (int): every episode finished so far, not only the window's.
+    - ``return``, ``length``: means over the window.
+    - ``restarts``: restarts per episode, the mean over every episode of the window
+      (an episode without a restart counts 0); present once the window has one.
+    - family stats (``battle_won``, ``score``, ...): means over the window's episodes
+      that report them. An episode cut by an env restart has no outcome and reports
+      none, so it does not count as a loss.
+
+    Example:
+        >>> stats = EpisodeStatistics(window=3)
+        >>> stats.add([{"return": 1.0, "length": 5, "battle_won": True},
+        ...            {"return": 3.0, "length": 7, "restarts": 1}])
+        >>> stats.means()
+        {'episodes': 2, 'return': 2.0, 'length': 6.0, 'battle_won': 1.0, 'restarts': 0.5}
     """
+
+    # Counts per episode that an episode leaves out when they are zero.
+    ZERO_WHEN_ABSENT = ("restarts",)
 
     def __init__(self, window: int = 100):
         self.window = window
@@ -115,7 +152,8 @@ class EpisodeStatistics:
             self._recent.append(summary)
 
     def means(self) -> dict[str, float]:
-        out: dict[str, float] = {"episodes": float(self.episodes)}
+        """The numbers above; ``episodes`` is an int (typing's float admits ints)."""
+        out: dict[str, float] = {"episodes": self.episodes}
         if not self._recent:
             return out
         keys: dict[str, None] = {}
@@ -124,7 +162,10 @@ class EpisodeStatistics:
                 if isinstance(value, (bool, int, float, np.number, np.bool_)):
                     keys.setdefault(key)
         for key in keys:
-            values = [float(s[key]) for s in self._recent if key in s]
+            if key in self.ZERO_WHEN_ABSENT:
+                values = [float(s.get(key, 0)) for s in self._recent]
+            else:
+                values = [float(s[key]) for s in self._recent if key in s]
             out[key] = float(np.mean(values))
         return out
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy as _copy
 import traceback
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
@@ -62,7 +62,8 @@ class EnvGroup:
         buffers: the batch buffers (in a worker: attached to the shared block).
         start: global index of this group's first env (for seeds and messages).
         autoreset: an :class:`AutoresetMode`.
-        env_seed: env ``start + j`` is first reset with ``env_seed + start + j``.
+        env_seed: env ``start + j`` is first reset with ``env_seed + start + j``
+            (None: unseeded), however that first reset is reached.
         row_offset: global index of row 0 of ``buffers`` (0: the buffers hold the
             whole batch; a Ray actor's buffers hold only its own block).
         adapters: adapters already built from ``env_fns`` (else they are built here).
@@ -71,7 +72,8 @@ class EnvGroup:
             rebuilt from its env_fn, bound to the same row and reset (with a seed
             derived from ``env_seed``, its index and its restart count); a failed step
             ends the episode as truncated for every agent with ``infos[j]["restarted"]``
-            True, and the episode summary counts ``restarts``. Otherwise the original
+            True, and the summary of the episode in which it restarted counts them
+            (``restarts``). Otherwise the original
             exception propagates, with ``marl_vec_env_index`` set and a note naming the env.
 
     Example:
@@ -155,7 +157,9 @@ class EnvGroup:
         # disabled mode: finished envs that must be reset before stepping again.
         self.finished: set[int] = set()
         self._snapshots: list[Any] = [None] * k
-        self._ever_reset = False
+        # Local indices of the envs never reset yet: their first reset without a
+        # seed uses env_seed + their global index, whichever call reaches them.
+        self._unseeded: set[int] = set(range(k)) if env_seed is not None else set()
         # Seeds for the first reset of rebuilt envs (restart_on_error).
         self._pending_seed: dict[int, int | None] = {}
 
@@ -174,21 +178,27 @@ class EnvGroup:
     def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
         """Reset the local envs ``env_ids`` (all when None); returns their infos.
 
-        Without a seed, the first reset of the group uses ``env_seed``; later ones
-        continue each env's own random stream.
+        With a seed, env ``start + j`` gets ``seed + start + j``. Without one, an
+        env's first reset uses ``env_seed + start + j`` (whether the batch or only
+        that env is reset, in any order); later ones continue its own random stream.
         """
-        if seed is None and not self._ever_reset:
-            seed = self.env_seed
-        self._ever_reset = True
         local = range(len(self.adapters)) if env_ids is None else env_ids
+        unseeded = self._unseeded
         infos: list[dict[str, Any]] = []
         for j in local:
-            env_seed = None if seed is None else seed + self.start + j
+            if seed is not None:
+                env_seed: int | None = seed + self.start + j
+            elif j in unseeded:
+                env_seed = cast(int, self.env_seed) + self.start + j
+            else:
+                env_seed = None
+            # The episode starts before its reset: a restart within the reset counts in it.
+            self.episodes.begin(j)
             infos.append(self._reset_guarded(j, env_seed))
+            unseeded.discard(j)
             self._waiting.discard(j)
             self.finished.discard(j)
             self.done[j] = False
-            self.episodes.clear(j)
         return infos
 
     def _reset_env(self, j: int, seed: int | None, clear_step: bool = True) -> dict[str, Any]:
@@ -308,9 +318,6 @@ class EnvGroup:
             stats = self.adapters[j].episode_stats(info)
             if stats:
                 summary.update(stats)
-        restarts = self.episodes.restarts[j]
-        if restarts:
-            summary["restarts"] = restarts
         info = dict(info)
         if "episode" in info:  # the env's own (e.g. gymnasium's RecordEpisodeStatistics): kept
             info[ENV_EPISODE_KEY] = info["episode"]
@@ -382,7 +389,7 @@ class EnvGroup:
 
         error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         while True:
-            self.episodes.restarts[j] += 1
+            self.episodes.count_restart(j)
             try:
                 self.adapters[j].close()
             except Exception:  # a crashed env often cannot close cleanly; it is dropped anyway

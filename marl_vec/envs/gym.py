@@ -40,9 +40,22 @@ def action_spec_of(space: gym.Space, what: str) -> DiscreteAction | ContinuousAc
 
 
 def episode_limit_of(env: Any) -> int | None:
-    spec = getattr(env, "spec", None)
-    limit = getattr(spec, "max_episode_steps", None)
-    return int(limit) if limit else None
+    """The step limit ``env`` enforces: the smallest ``TimeLimit`` in its wrapper chain
+    (``gym.make`` puts one there from ``max_episode_steps`` or the registered default);
+    None without one.
+
+    The spec's ``max_episode_steps`` is not what counts: a TimeLimit over an env made
+    without ``gym.make`` has no spec, and an env taken out of its TimeLimit keeps it.
+
+    >>> episode_limit_of(gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 1000))  # the inner 500 cuts first
+    500
+    """
+    limits = []
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            limits.append(int(env._max_episode_steps))
+        env = env.env
+    return min(limits, default=None)
 
 
 class GymAdapter(NativeEnvAdapter):

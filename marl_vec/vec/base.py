@@ -153,13 +153,14 @@ class VecEnv(ABC):
     def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> StepResult:
         """Reset all envs, or only ``env_ids``; env i gets ``seed + i`` when seeded.
 
-        The first reset without a seed uses the ``env_seed`` given at construction.
+        ``env_ids``: ints, or a boolean mask of length ``num_envs``. Without a seed,
+        each env's first reset uses ``env_seed + i`` (whichever call first reaches it).
         After a partial reset, the other envs' rows are as their last step left them.
         """
         self._check_open()
         if self._waiting:
             raise RuntimeError("reset() called while a step is in flight; call step_wait() first")
-        ids = None if env_ids is None else self._check_indices(env_ids)
+        ids = None if env_ids is None else self._check_indices(env_ids, unique=True)
         infos = self._reset(seed, ids)
         self._has_reset = True
         return self._result(infos)
@@ -200,7 +201,9 @@ class VecEnv(ABC):
         return self.spec.env_info()
 
     def episode_statistics(self) -> dict[str, float]:
-        """Means over the last ``stats_window`` (100) finished episodes, plus their count."""
+        """Means over the last ``stats_window`` (100) finished episodes, plus the count
+        of all finished episodes (``episodes``, an int); the rules are in
+        :class:`~marl_vec.episode.EpisodeStatistics`."""
         return self.statistics.means()
 
     def render(self) -> list[Any]:
@@ -257,14 +260,40 @@ class VecEnv(ABC):
         if self.closed:
             raise ClosedEnvError(f"{type(self).__name__} is closed")
 
-    def _check_indices(self, indices: Sequence[int] | None) -> list[int]:
+    def _check_indices(self, indices: Any, unique: bool = False) -> list[int]:
+        """The env indices that ``indices`` names, as a list of ints.
+
+        ``indices`` is None (every env), an int, a sequence or array of ints, or a
+        boolean mask of length ``num_envs`` (as gymnasium's ``reset_mask``).
+        ``unique``: an env named twice is an error (a reset that ran twice would
+        not be the one seeded).
+
+        >>> venv._check_indices(np.array([True, False, True, False]))  # doctest: +SKIP
+        [0, 2]
+        """
         if indices is None:
             return list(range(self.num_envs))
-        ids = [int(i) for i in np.atleast_1d(np.asarray(indices)).tolist()]
-        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        ids = np.asarray(indices)
+        allowed = f"an int, a sequence of ints, or a boolean mask of length num_envs={self.num_envs}"
+        if ids.dtype == np.bool_:
+            if ids.shape != (self.num_envs,):
+                raise ValueError(f"a boolean env mask must have shape ({self.num_envs},) (one flag per env), "
+                                 f"got shape {ids.shape}")
+            return np.flatnonzero(ids).tolist()
+        if ids.size == 0:  # np.asarray([]) is float64: no index is no index of any type
+            return []
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"env indices must be {allowed}; got {indices!r} (dtype {ids.dtype})")
+        if ids.ndim > 1:
+            raise ValueError(f"env indices must be {allowed}; got an array of shape {ids.shape}")
+        out = [int(i) for i in ids.reshape(-1).tolist()]
+        bad = [i for i in out if not 0 <= i < self.num_envs]
         if bad:
             raise IndexError(f"env indices {bad} out of range [0, {self.num_envs})")
-        return ids
+        if unique and len(set(out)) != len(out):
+            twice = sorted({i for i in out if out.count(i) > 1})
+            raise ValueError(f"env_ids name envs {twice} more than once; name each env to reset once")
+        return out
 
     def _check_not_finished(self) -> None:
         done = self.buffers.done
@@ -312,8 +341,9 @@ class VecEnv(ABC):
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.
 
-        Numpy reductions such as ``min``/``all`` cost about a microsecond each on small
-        arrays, ``count_nonzero`` a fifth of that; the checks are built from it.
+        ``actions`` may have any integer dtype. Numpy reductions such as ``min``/``all``
+        cost about a microsecond each on small arrays, ``count_nonzero`` a fifth of
+        that; the checks are built from it.
         """
         # Viewed as unsigned, a negative action is huge: one comparison checks both ends.
         dtype = actions.dtype
@@ -328,7 +358,10 @@ class VecEnv(ABC):
         avail = cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
         if np.count_nonzero(avail) == avail.size:  # every action available (e.g. gymnasium envs)
             return True
-        np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
+        if dtype.kind == "i":
+            np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
+        else:  # uint64 + int64 has no integer common type; in range here, the cast to int64 is exact
+            np.add(self._flat_base, actions.reshape(-1), out=self._flat_index, dtype=np.int64, casting="unsafe")
         avail.reshape(-1).take(self._flat_index, out=self._chosen)
         return np.count_nonzero(self._chosen) == self._chosen.size
 
@@ -338,20 +371,24 @@ class VecEnv(ABC):
         Returns quietly when only dead agents' actions were off: those are ignored.
         """
         n, avail = self._n_actions, cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
-        bad = ((actions < 0) | (actions >= n)) & mask
+        # Comparisons of any integer dtype with Python ints are exact (no common-type cast).
+        out_of_range = (actions < 0) | (actions >= n)
+        bad = out_of_range & mask
         if bad.any():
             e, a = (int(x) for x in np.argwhere(bad)[0])
             raise ValueError(
-                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
+                f"action {int(actions[e, a])} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
                 f"allowed: 0..{n - 1}"
             )
-        chosen = np.take_along_axis(avail, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
+        # Only dead agents' actions may be out of range; int64 holds the others exactly.
+        index = np.where(out_of_range, 0, actions).astype(np.int64)
+        chosen = np.take_along_axis(avail, index[..., None], axis=2)[..., 0]
         bad = ~chosen & mask
         if bad.any():
             e, a = (int(x) for x in np.argwhere(bad)[0])
             allowed = np.flatnonzero(avail[e, a]).tolist()
             raise ValueError(
-                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
+                f"action {int(actions[e, a])} for env {e}, agent {self._agent_ids[a]!r} is not available; "
                 f"available now: {allowed}"
             )
 
