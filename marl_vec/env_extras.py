@@ -33,7 +33,7 @@ class EnvNeeds:
     def missing(self) -> list[str]:
         """What of this row this machine lacks: modules it cannot find (not imported: cheap), the game."""
         missing = [m for m in self.modules if not _findable(m)]
-        if self.game and not os.path.isdir(sc2_path()):
+        if self.game and not os.path.isdir(os.path.join(sc2_path(), "Versions")):
             missing.append(f"the StarCraft II game ({sc2_path()}; set SC2PATH)")
         return missing
 

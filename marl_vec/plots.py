@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -66,6 +66,23 @@ def plot_returns(
     a dashed line. ``env_name`` and ``num_envs`` go into the axis labels. The
     picture is ``size * dpi`` pixels (700 x 400 by default).
     """
+    fig = returns_figure(returns, title, window, baseline, size, dpi, env_name, num_envs)
+    # Why fixed size and dpi: tests and README rely on the picture's pixel size.
+    fig.savefig(os.fspath(path), format="png")
+    return os.fspath(path)
+
+
+def returns_figure(
+    returns: Sequence[float],
+    title: str | None = None,
+    window: int = 100,
+    baseline: float | None = None,
+    size: tuple[float, float] = (7.0, 4.0),
+    dpi: int = 100,
+    env_name: str | None = None,
+    num_envs: int | None = None,
+) -> Any:
+    """The matplotlib Figure that :func:`plot_returns` saves (arguments as there)."""
     returns = [float(r) for r in returns]
     if not returns:
         raise ValueError("plot_returns needs at least one finished episode; the run ended none (run more steps)")
@@ -94,6 +111,4 @@ def plot_returns(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
-    # Why fixed size and dpi: tests and README rely on the picture's pixel size.
-    fig.savefig(os.fspath(path), format="png")
-    return os.fspath(path)
+    return fig
