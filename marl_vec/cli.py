@@ -169,11 +169,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             with make_from_config(cfg.model_copy(update={"vec": vec})) as venv:
                 workers = getattr(venv, "num_workers", None) if backend != "dummy" else None
-                rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
+                try:
+                    rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
+                except Interrupted:
+                    raise KeyboardInterrupt from None  # nothing measured yet
                 summary = rollout(venv, args.steps, seed=cfg.run.seed, progress=not args.no_progress, label=label)
             rows.append((backend, summary.steps_per_second, workers, ""))
         except Interrupted as stop:
-            if stop.steps:  # a Ctrl-C in the warm-up leaves nothing to report
+            if stop.steps:
                 rows.append((backend, stop.result.steps_per_second, workers, f"(interrupted: {stop.steps} steps)"))
             _interrupted(stop.steps)
             interrupted = True
