@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
-import yaml
+# Why here: before anything imports pygame (gymnasium's and gfootball's renderers),
+# and inherited by worker processes, so no support banner reaches the output.
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
-from marl_vec.config import DEFAULT_CONFIG, ConfigError, load_config, make_from_config, shipped_configs
-from marl_vec.envs.registry import FAMILIES, MissingExtraError
+import yaml  # noqa: E402
+
+from marl_vec.config import (  # noqa: E402
+    DEFAULT_CONFIG, Config, ConfigError, load_config, make_from_config, resolve_config_path, shipped_configs,
+)
+from marl_vec.envs.registry import FAMILIES, MissingExtraError  # noqa: E402
+
+EXIT_INTERRUPTED = 130  # what shells report for a command ended by SIGINT (128 + 2)
+
+
+class _Interrupted(Exception):
+    """A command was stopped by Ctrl-C; its partial report is already printed."""
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -32,27 +45,58 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
-def _load(args: argparse.Namespace):
-    return load_config(args.config, _parse_overrides(args.override))
+def _load(args: argparse.Namespace) -> Config:
+    cfg = load_config(args.config, _parse_overrides(args.override))
+    quiet_libraries(cfg)
+    return cfg
+
+
+def quiet_libraries(cfg: Config) -> None:
+    """Silence the banners of the env's libraries in this process (and in forked workers).
+
+    ALE prints "A.L.E: Arcade Learning Environment ..." and "[Powered by Stella]" for
+    every emulator it creates unless its logger is told otherwise; the setting is
+    process-wide, so workers forked after this inherit it.
+    """
+    if cfg.env.family == "atari":
+        try:
+            import ale_py
+        except ImportError:
+            return  # making the env will say which extra to install
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+
+
+def _interrupted(steps: int) -> None:
+    print(f"interrupted after {steps} steps", flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from marl_vec.rollout import rollout
+    from marl_vec.rollout import Interrupted, rollout
 
     cfg = _load(args)
     if args.plot:
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"plot": args.plot})})
     print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
-          f"{cfg.run.steps} steps")
-    with make_from_config(cfg) as venv:
-        summary = rollout(venv, cfg.run.steps, seed=cfg.run.seed, progress=not args.no_progress)
+          f"{cfg.run.steps} steps", flush=True)
+    interrupted = False
+    try:
+        with make_from_config(cfg) as venv:
+            summary = rollout(venv, cfg.run.steps, seed=cfg.run.seed, progress=not args.no_progress)
+    except Interrupted as stop:
+        _interrupted(stop.steps)
+        summary, interrupted = stop.result, True
     for line in summary.lines():
         print(line)
-    if cfg.run.plot:
+    if cfg.run.plot and summary.returns:
         from marl_vec.plots import plot_returns
 
-        plot_returns(summary.returns, cfg.run.plot, title=f"{cfg.env.id}: random policy")
+        plot_returns(summary.returns, cfg.run.plot, env_name=cfg.env.id, num_envs=cfg.vec.num_envs,
+                     title=f"{cfg.env.id}, {cfg.vec.num_envs} envs: random policy")
         print(f"plot             {cfg.run.plot}")
+    elif cfg.run.plot:
+        print(f"plot             not written: no episode finished in {summary.env_steps} env-steps")
+    if interrupted:
+        raise _Interrupted
     return 0
 
 
@@ -74,6 +118,7 @@ RENDER_MODE_FAMILIES = ("gym", "atari", "pettingzoo")
 
 def cmd_render(args: argparse.Namespace) -> int:
     from marl_vec.render import record_gif
+    from marl_vec.rollout import Interrupted
 
     if args.steps < 0 or args.size < 1 or args.fps <= 0:
         raise ConfigError(f"--steps must be >= 0, --size >= 1 and --fps > 0; got --steps {args.steps}, "
@@ -82,19 +127,26 @@ def cmd_render(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     if cfg.env.family in RENDER_MODE_FAMILIES and "env.kwargs.render_mode" not in overrides:
         cfg = load_config(args.config, {**overrides, "env.kwargs.render_mode": "rgb_array"})
-    print(f"marl-vec render: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs, {args.steps} steps")
-    with make_from_config(cfg) as venv:
-        try:
-            frames = record_gif(venv, args.out, steps=args.steps, fps=args.fps, max_side=args.size)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    quiet_libraries(cfg)
+    print(f"marl-vec render: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs, {args.steps} steps", flush=True)
+    try:
+        with make_from_config(cfg) as venv:
+            try:
+                frames = record_gif(venv, args.out, steps=args.steps, fps=args.fps, max_side=args.size,
+                                    progress=not args.no_progress)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+    except Interrupted as stop:
+        _interrupted(stop.steps)
+        print(f"gif              {args.out}  ({stop.result} frames)")
+        raise _Interrupted from None
     print(f"gif              {args.out}  ({frames} frames)")
     return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Which backend suits this env here: the same random rollout on each, as ratios."""
-    from marl_vec.rollout import rollout
+    from marl_vec.rollout import Interrupted, rollout
 
     cfg = _load(args)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -102,29 +154,106 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [b for b in backends if b not in allowed]
     if unknown or not backends:
         raise ConfigError(f"--backends {args.backends!r}: allowed are {', '.join(allowed)}, comma-separated")
+    cores, load = usable_cores(), os.getloadavg()
     print(f"marl-vec bench: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs, {args.steps} steps per backend")
-    results: list[tuple[str, float]] = []
+    print(f"machine          {cores} usable cores (of {os.cpu_count()}), load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f} (1, 5, 15 min) before the runs", flush=True)
+    rows: list[tuple[str, float, int | None, str]] = []  # backend, env-steps/s, workers, remark
+    interrupted = False
     for backend in backends:
-        vec = cfg.vec.model_copy(update={"backend": backend})
-        with make_from_config(cfg.model_copy(update={"vec": vec})) as venv:
-            rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
-            summary = rollout(venv, args.steps, seed=cfg.run.seed, progress=not args.no_progress)
-        results.append((backend, summary.steps_per_second))
-    base = results[0][1]
-    for backend, rate in results:
-        print(f"  {backend:<8} {rate:>12,.0f} env-steps/s   {rate / base:5.2f}x {results[0][0]}")
+        update: dict[str, Any] = {"backend": backend}
+        if backend == "dummy":  # the process options of the config are for the other backends
+            update.update(num_workers=None, start_method=None)
+        vec = cfg.vec.model_copy(update=update)
+        label = f"{backend}, {cfg.vec.num_envs} envs"
+        try:
+            with make_from_config(cfg.model_copy(update={"vec": vec})) as venv:
+                workers = getattr(venv, "num_workers", None) if backend != "dummy" else None
+                try:
+                    rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
+                except Interrupted:
+                    raise KeyboardInterrupt from None  # nothing measured yet
+                summary = rollout(venv, args.steps, seed=cfg.run.seed, progress=not args.no_progress, label=label)
+            rows.append((backend, summary.steps_per_second, workers, ""))
+        except Interrupted as stop:
+            if stop.steps:
+                rows.append((backend, stop.result.steps_per_second, workers, f"(interrupted: {stop.steps} steps)"))
+            _interrupted(stop.steps)
+            interrupted = True
+            break
+        except KeyboardInterrupt:  # while the backend started or closed
+            _interrupted(0)
+            interrupted = True
+            break
+    if rows:
+        base_name, base = rows[0][0], rows[0][1]
+        for backend, rate, workers, remark in rows:
+            who = f"{workers} workers" if workers else "this process"
+            print(f"  {backend:<8} {rate:>12,.0f} env-steps/s   {rate / base:5.2f}x {base_name}   {who} {remark}".rstrip())
+        for backend, _, workers, _ in rows:
+            for note in bench_notes(backend, workers, cores, load[0]):
+                print(f"note: {note}")
+    if interrupted:
+        raise _Interrupted
     return 0
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def bench_notes(backend: str, workers: int | None, cores: int, load: float) -> list[str]:
+    """Why a process backend cannot beat ``dummy`` on this machine, if it cannot.
+
+    >>> bench_notes("subproc", 4, 2, 0.1)
+    ['subproc: 4 workers on 2 cores take turns, so it cannot beat dummy here; try -o vec.num_workers=2']
+    >>> bench_notes("dummy", None, 2, 5.0)
+    []
+    """
+    if backend == "dummy" or not workers:
+        return []
+    notes = []
+    if cores < 2:
+        notes.append(f"{backend}: 1 usable core: worker processes only add messaging, so it cannot beat dummy here")
+    elif workers > cores:
+        notes.append(f"{backend}: {workers} workers on {cores} cores take turns, so it cannot beat dummy here; "
+                     f"try -o vec.num_workers={cores}")
+    if load >= cores:
+        notes.append(f"{backend}: load average {load:.2f} >= {cores} cores before the runs: other jobs hold the cores "
+                     "its workers need, so it may come out slower than dummy; the ratio says little about an idle machine")
+    return notes
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    print("env families:")
+    from marl_vec.env_extras import NEEDS, needs_for
+
+    def status(needs: Any) -> str:
+        if needs is None:
+            return ""
+        missing = needs.missing()
+        return "ready" if not missing else "missing: " + ", ".join(missing)
+
+    print("env families (which ids need which extra: pip install 'marl_vec[EXTRA]'; here: ready or what is missing):")
     for fam in FAMILIES.values():
-        extra = f"marl_vec[{fam.extra}]" if fam.extra else "core"
-        print(f"  {fam.name:<11} {fam.makes}  ({extra})")
+        print(f"  {fam.name:<11} {fam.makes}")
+        for needs in (n for n in NEEDS if n.family == fam.name):
+            print(f"      {needs.ids:<52} {needs.install_hint():<21} {status(needs)}")
+            if needs.then:
+                print(f"          then: {needs.then}")
     print("shipped configs:")
     for name in shipped_configs():
         default = "  (default)" if name == DEFAULT_CONFIG else ""
-        print(f"  {name}{default}")
+        try:
+            cfg = load_config(resolve_config_path(name))
+            needs = needs_for(cfg.env.family, cfg.env.id)
+        except ConfigError:
+            needs = None
+        hint = f"{needs.install_hint():<21} {status(needs)}" if needs else ""
+        print(f"  {name + default:<36} {hint}".rstrip())
     return 0
 
 
@@ -154,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--steps", type=int, default=50, help="batched steps to record (default 50)")
     render.add_argument("--fps", type=float, default=10.0, help="frames per second (default 10)")
     render.add_argument("--size", type=int, default=240, help="longest side of each env's tile in pixels")
+    render.add_argument("--no-progress", action="store_true", help="no progress bar")
     render.set_defaults(func=cmd_render)
 
     bench = sub.add_parser("bench", help="env-steps/s of each backend on a config, as ratios")
@@ -175,6 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, MissingExtraError) as exc:
         print(f"marl-vec: {exc}", file=sys.stderr)
         return 2
+    except _Interrupted:  # the command printed what ran
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before the first step (starting the envs) or while closing them
+        _interrupted(0)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,6 +33,20 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     return (sums[idx] - sums[lo]) / (idx - lo)
 
 
+def moving_std(values: Sequence[float], window: int) -> np.ndarray:
+    """Standard deviation of the last ``window`` values at each point (fewer at the start).
+
+    >>> moving_std([1.0, 3.0, 5.0, 9.0], 2).tolist()
+    [0.0, 1.0, 1.0, 2.0]
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    x = np.asarray(values, dtype=np.float64)
+    mean = moving_average(x, window)
+    mean_of_squares = moving_average(x * x, window)
+    return np.sqrt(np.maximum(mean_of_squares - mean * mean, 0.0))
+
+
 def plot_returns(
     returns: Sequence[float],
     path: str | os.PathLike,
@@ -41,13 +55,34 @@ def plot_returns(
     baseline: float | None = None,
     size: tuple[float, float] = (7.0, 4.0),
     dpi: int = 100,
+    env_name: str | None = None,
+    num_envs: int | None = None,
 ) -> str:
     """Save a plot of episode returns in the order they finished to ``path`` (PNG).
 
-    Each episode is a faint dot, the mean of the last ``window`` episodes a line;
-    ``baseline`` (e.g. the random policy's mean return) is drawn as a dashed line.
-    The picture is ``size * dpi`` pixels (700 x 400 by default).
+    The mean of the last ``window`` episodes is a line inside a shaded band of one
+    standard deviation of those episodes either side (the spread at a glance), and
+    each episode a small dot; ``baseline`` (e.g. the random policy's mean return) is
+    a dashed line. ``env_name`` and ``num_envs`` go into the axis labels. The
+    picture is ``size * dpi`` pixels (700 x 400 by default).
     """
+    fig = returns_figure(returns, title, window, baseline, size, dpi, env_name, num_envs)
+    # Why fixed size and dpi: tests and README rely on the picture's pixel size.
+    fig.savefig(os.fspath(path), format="png")
+    return os.fspath(path)
+
+
+def returns_figure(
+    returns: Sequence[float],
+    title: str | None = None,
+    window: int = 100,
+    baseline: float | None = None,
+    size: tuple[float, float] = (7.0, 4.0),
+    dpi: int = 100,
+    env_name: str | None = None,
+    num_envs: int | None = None,
+) -> Any:
+    """The matplotlib Figure that :func:`plot_returns` saves (arguments as there)."""
     returns = [float(r) for r in returns]
     if not returns:
         raise ValueError("plot_returns needs at least one finished episode; the run ended none (run more steps)")
@@ -59,17 +94,21 @@ def plot_returns(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     episodes = np.arange(1, len(returns) + 1)
-    ax.plot(episodes, returns, ".", color="tab:blue", alpha=0.15, markersize=2, label="episode return")
-    ax.plot(episodes, moving_average(returns, window), color="tab:blue", label=f"mean of last {window}")
+    mean, spread = moving_average(returns, window), moving_std(returns, window)
+    ax.plot(episodes, returns, ".", color="tab:blue", alpha=0.5, markersize=3.5, markeredgewidth=0,
+            label="one episode")
+    ax.fill_between(episodes, mean - spread, mean + spread, color="tab:blue", alpha=0.2, linewidth=0,
+                    label=f"± 1 std of last {window}")
+    ax.plot(episodes, mean, color="tab:blue", linewidth=2, label=f"mean of last {window}")
     if baseline is not None:
         ax.axhline(baseline, color="tab:gray", linestyle="--", label=f"random policy ({baseline:.1f})")
-    ax.set_xlabel("episode")
-    ax.set_ylabel("return")
+    by = f" by the {num_envs} envs" if num_envs else ""
+    ax.set_xlabel(f"episodes finished{by}, in order")
+    ax.set_ylabel(f"{env_name}: episode return" if env_name else "episode return")
+    ax.set_xlim(1, max(len(returns), 2))
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
-    # Why fixed size and dpi: tests and README rely on the picture's pixel size.
-    fig.savefig(os.fspath(path), format="png")
-    return os.fspath(path)
+    return fig

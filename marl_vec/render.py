@@ -126,6 +126,7 @@ def record_gif(
     cols: int | None = None,
     max_side: int | None = 240,
     seed: int | None = None,
+    progress: bool = False,
 ) -> int:
     """Reset ``venv``, play ``steps`` batched steps, save the tiled frames as a GIF.
 
@@ -133,17 +134,26 @@ def record_gif(
     frames of all envs with a progress bar below (:func:`with_progress`; Pillow would
     merge two equal frames, which the bar prevents while ``steps`` <= the width).
     ``policy(result)`` defaults to uniform random. Returns the number of frames.
+    On Ctrl-C during the steps, the frames recorded so far are saved and
+    :class:`marl_vec.rollout.Interrupted` is raised with that number of frames as its result.
     """
+    from marl_vec.progress import Progress
+    from marl_vec.rollout import Interrupted, RandomPolicy
+
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
     if policy is None:
-        from marl_vec.rollout import RandomPolicy
-
         policy = RandomPolicy(venv.spec, venv.num_envs, seed=0)
     result = venv.reset(seed=seed)
     frames = [with_progress(tiled_frame(venv, cols, max_side), 0, steps)]
-    for t in range(1, steps + 1):
-        result = venv.step(policy(result))
-        frames.append(with_progress(tiled_frame(venv, cols, max_side), t, steps))
+    with Progress(steps, f"render, {venv.num_envs} envs", enabled=progress) as bar:
+        try:
+            for t in range(1, steps + 1):
+                result = venv.step(policy(result))
+                frames.append(with_progress(tiled_frame(venv, cols, max_side), t, steps))
+                bar.update()
+        except KeyboardInterrupt:
+            save_gif(frames, path, fps)
+            raise Interrupted(len(frames) - 1, len(frames)) from None
     save_gif(frames, path, fps)
     return len(frames)

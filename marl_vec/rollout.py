@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from tqdm.auto import tqdm
-
+from marl_vec.progress import Progress
 from marl_vec.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
@@ -68,6 +67,19 @@ class RolloutSummary:
         return out
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C inside a loop of batched steps; ``steps`` ran before it, ``result`` is what they gave.
+
+    A KeyboardInterrupt, so code that does not know it stops as usual; ``marl-vec``
+    catches it to print what ran and exit with 130.
+    """
+
+    def __init__(self, steps: int, result: Any = None):
+        super().__init__(f"interrupted after {steps} steps")
+        self.steps = steps
+        self.result = result
+
+
 def rollout(
     venv: VecEnv,
     steps: int,
@@ -75,24 +87,37 @@ def rollout(
     seed: int | None = 0,
     progress: bool = True,
     on_step: Callable[[StepResult], None] | None = None,
+    label: str | None = None,
 ) -> RolloutSummary:
-    """Run ``steps`` batched steps (``steps * num_envs`` env-steps) with ``policy``."""
+    """Run ``steps`` batched steps (``steps * num_envs`` env-steps) with ``policy``.
+
+    ``label`` names the progress display (default ``"<num_envs> envs"``). On Ctrl-C it
+    raises :class:`Interrupted` whose ``result`` is the summary of the steps done.
+    """
     policy = policy or RandomPolicy(venv.spec, venv.num_envs, seed)
     result = venv.reset()
     returns: list[float] = []
+    done_steps = 0
     start = time.perf_counter()
-    bar = tqdm(total=steps, unit="step", disable=not progress, desc=f"{venv.num_envs} envs", leave=False)
-    with bar:
-        for _ in range(steps):
-            result = venv.step(policy(result))
-            if result.done.any():
-                returns.extend(
-                    info["episode"]["return"] for info in result.infos if "episode" in info
-                )
-                bar.set_postfix(episodes=len(returns), ret=f"{np.mean(returns[-100:]):.3g}")
-            if on_step is not None:
-                on_step(result)
-            bar.update()
+    with Progress(steps, label or f"{venv.num_envs} envs", enabled=progress) as bar:
+        try:
+            for _ in range(steps):
+                result = venv.step(policy(result))
+                done_steps += 1
+                if result.done.any():
+                    returns.extend(
+                        info["episode"]["return"] for info in result.infos if "episode" in info
+                    )
+                    bar.set_postfix(episodes=len(returns), ret=f"{np.mean(returns[-100:]):.3g}")
+                if on_step is not None:
+                    on_step(result)
+                bar.update()
+        except KeyboardInterrupt:
+            raise Interrupted(done_steps, _summary(venv, done_steps, start, returns)) from None
+    return _summary(venv, done_steps, start, returns)
+
+
+def _summary(venv: VecEnv, steps: int, start: float, returns: list[float]) -> RolloutSummary:
     seconds = time.perf_counter() - start
     stats = venv.episode_statistics()
     return RolloutSummary(steps * venv.num_envs, seconds, int(stats.get("episodes", 0)), stats, returns)

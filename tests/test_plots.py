@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from marl_vec.cli import main
-from marl_vec.plots import moving_average, plot_returns
+from marl_vec.plots import moving_average, moving_std, plot_returns, returns_figure
 
 Image = pytest.importorskip("PIL.Image")
 
@@ -51,3 +51,31 @@ def test_cli_run_plot_flag(tmp_path, capsys):
         assert im.size == (700, 400)
     out = capsys.readouterr().out
     assert "episodes         4" in out and f"plot             {path}" in out
+
+
+def test_moving_std_over_a_window():
+    np.testing.assert_allclose(moving_std([1.0, 3.0, 5.0, 9.0], 2), [0.0, 1.0, 1.0, 2.0], atol=1e-12)
+    x = np.random.default_rng(1).normal(-25.0, 4.0, size=300)
+    expected = [np.std(x[max(0, i - 99):i + 1]) for i in range(300)]  # a plain loop over the windows
+    np.testing.assert_allclose(moving_std(x, 100), expected, rtol=1e-9)
+    with pytest.raises(ValueError, match="window must be >= 1, got 0"):
+        moving_std([1.0], 0)
+
+
+def test_returns_figure_has_a_spread_band_and_named_axes():
+    x = [-30.0, -20.0, -25.0, -35.0]
+    fig = returns_figure(x, title="t", window=2, env_name="mpe2.simple_spread_v3", num_envs=8)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "episodes finished by the 8 envs, in order"
+    assert ax.get_ylabel() == "mpe2.simple_spread_v3: episode return"
+    assert ax.get_title() == "t"
+    band = ax.collections[0].get_paths()[0].vertices
+    mean, spread = moving_average(x, 2), moving_std(x, 2)
+    # The band's outline runs along mean + spread and mean - spread at every episode.
+    for episode, (m, s) in enumerate(zip(mean, spread), start=1):
+        ys = band[np.isclose(band[:, 0], episode), 1]
+        assert np.isclose(ys.max(), m + s) and np.isclose(ys.min(), m - s)
+    lines = {line.get_label(): line.get_ydata() for line in ax.lines}
+    np.testing.assert_array_equal(lines["mean of last 2"], mean)
+    np.testing.assert_array_equal(lines["one episode"], x)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["one episode", "± 1 std of last 2", "mean of last 2"]
