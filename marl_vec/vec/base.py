@@ -20,15 +20,38 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction
+
+REWARD_DTYPES = ("float32", "float64")
+
+
+def parse_reward_dtype(value: Any) -> np.dtype | None:
+    """``"float32"``/``"float64"`` (or those numpy dtypes) as a dtype; None stays None."""
+    if value is None:
+        return None
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.name not in REWARD_DTYPES:
+        raise ValueError(f"reward_dtype must be one of {', '.join(REWARD_DTYPES)} (or None: the family's), "
+                         f"got {value!r}")
+    return dtype
+
+
+def with_reward_dtype(spec: EnvSpec, reward_dtype: Any) -> EnvSpec:
+    """``spec`` with its reward dtype overridden (None: as the adapter says)."""
+    dtype = parse_reward_dtype(reward_dtype)
+    return spec if dtype is None or dtype == spec.reward_dtype else replace(spec, reward_dtype=dtype)
 
 
 @dataclass
@@ -38,11 +61,14 @@ class StepResult:
     Shapes, for E envs and A agents: ``obs`` (E, A, *obs_shape), ``state``
     (E, *state_shape), ``avail_actions`` (E, A, n_actions) or None,
     ``agent_mask``/``reward``/``terminated``/``truncated`` (E, A), ``done`` (E,).
-    ``final_*`` are set in the same_step and fast modes only, valid where ``done``.
+    For Dict/Tuple observation spaces ``obs``, ``final_obs`` (and a state made of
+    the observations) are dicts / tuples of such arrays, one per leaf.
+    ``final_*`` are set in the same_step and fast modes only, valid where ``done``
+    (zeros elsewhere).
     """
 
-    obs: np.ndarray
-    state: np.ndarray
+    obs: Any
+    state: Any
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -50,8 +76,8 @@ class StepResult:
     truncated: np.ndarray
     done: np.ndarray
     infos: list[dict[str, Any]]
-    final_obs: np.ndarray | None = None
-    final_state: np.ndarray | None = None
+    final_obs: Any = None
+    final_state: Any = None
     final_avail_actions: np.ndarray | None = None
 
     def __iter__(self):
@@ -79,7 +105,10 @@ class VecEnv(ABC):
         copy: bool = True,
         validate: bool = True,
         stats_window: int = 100,
+        reward_dtype: Any = None,
     ):
+        # Backends allocate their buffers from self.spec, which carries the reward dtype.
+        spec = with_reward_dtype(spec, reward_dtype)
         self.spec = spec
         self.num_envs = num_envs
         self.autoreset = AutoresetMode.parse(autoreset)
@@ -91,24 +120,41 @@ class VecEnv(ABC):
         self._waiting = False
         self._has_reset = False
         self._agent_ids = spec.agents
+        # One array each (the fast path) or a tree of them (Dict/Tuple observations).
+        self._obs_is_tree = spec.obs_is_tree
         action = spec.action
+        A = spec.n_agents
         # Read at every step by the validation.
-        self._actions_shape = (num_envs, spec.n_agents, *spec.action_shape)
+        self._actions_shape = (num_envs, A, *spec.action_shape)
         self._discrete = spec.discrete
+        self._action = action
         if isinstance(action, DiscreteAction):
             self._n_actions = action.n_actions
+            self._start = action.start
             # Scratch for the allocation-free availability check: flat index of
-            # (env, agent, action) = base + action.
-            self._flat_base = np.arange(num_envs * spec.n_agents, dtype=np.int64) * action.n_actions
+            # (env, agent, action) = base + action - start.
+            self._flat_base = np.arange(num_envs * A, dtype=np.int64) * action.n_actions
             self._flat_index = np.empty_like(self._flat_base)
-            self._chosen = np.empty(num_envs * spec.n_agents, dtype=bool)
-            self._in_range = np.empty((num_envs, spec.n_agents), dtype=bool)
+            self._shifted = np.empty((num_envs, A), dtype=np.int64)  # actions - start
+            self._chosen = np.empty(num_envs * A, dtype=bool)
+            self._in_range = np.empty((num_envs, A), dtype=bool)
             self._unsigned: dict[np.dtype, np.dtype] = {}  # action dtype -> its unsigned twin
-        else:
-            self._low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), spec.action_shape)
-            self._high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), spec.action_shape)
-        # Read-only zero final_* arrays for steps where no env finished (see _final_copies).
-        self._no_final: tuple[Any, Any, Any] | None = None
+        elif isinstance(action, ContinuousAction):
+            # Per agent (A, *shape): padded agents have their own bounds, and the
+            # padding entries (outside every agent's own shape) are not checked.
+            shape = spec.action_shape
+            self._low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), (A, *shape))
+            self._high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), (A, *shape))
+            self._checked: np.ndarray | None = None
+            if action.padded:
+                assert action.agent_shapes is not None  # padded: there are agent shapes
+                checked = np.zeros((A, *shape), dtype=bool)
+                for a, native in enumerate(action.agent_shapes):
+                    spaces.window(checked[a], native, len(native) != len(shape))[...] = True
+                self._checked = checked
+        elif isinstance(action, MultiDiscreteAction):
+            self._md_start = np.asarray(action.start, dtype=np.int64)
+            self._md_n = np.asarray(action.nvec, dtype=np.int64)
 
     # -- what a backend implements --------------------------------------------
 
@@ -284,10 +330,9 @@ class VecEnv(ABC):
         spec = self.spec
         if actions.shape != self._actions_shape:
             E, A = self.num_envs, spec.n_agents
-            what = "integer per agent" if spec.discrete else f"array of shape {spec.action_shape} per agent"
             raise ValueError(
-                f"actions must have shape {self._actions_shape} (num_envs={E}, n_agents={A}, one {what}), "
-                f"got {actions.shape}"
+                f"actions must have shape {self._actions_shape} (num_envs={E}, n_agents={A}, one "
+                f"{self._one_action()} per agent), got {actions.shape}"
             )
         mask = self.buffers.agent_mask
         if self._discrete:
@@ -296,18 +341,82 @@ class VecEnv(ABC):
             if self._all_available(actions):
                 return
             self._explain_discrete(actions, mask)
+        elif isinstance(self._action, ContinuousAction):
+            self._check_box(actions, mask)
+        elif isinstance(self._action, MultiDiscreteAction):
+            self._check_multi_discrete(actions, mask)
         else:
-            if actions.dtype.kind not in "fiu":
-                raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
-            axes = tuple(range(2, actions.ndim))
-            outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
-            bad = (outside.any(axis=axes) if axes else outside) & mask
-            if bad.any():
-                e, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(
-                    f"action {actions[e, a].tolist()} for env {e}, agent {self._agent_ids[a]!r} is outside "
-                    f"the action space [{self._low.tolist()}, {self._high.tolist()}]"
-                )
+            self._check_multi_binary(actions, mask)
+
+    def _one_action(self) -> str:
+        action = self._action
+        if isinstance(action, DiscreteAction):
+            return "integer"
+        if isinstance(action, MultiDiscreteAction):
+            return f"array of {len(action.nvec)} integers (MultiDiscrete)"
+        if isinstance(action, MultiBinaryAction):
+            return f"array of shape {action.shape} of 0/1 (MultiBinary)"
+        return f"array of shape {action.shape}"
+
+    def _first_bad(self, bad: np.ndarray) -> tuple[int, int, str]:
+        e, a = (int(x) for x in np.argwhere(bad)[0])
+        return e, a, f"env {e}, agent {self._agent_ids[a]!r}"
+
+    def _check_box(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        if actions.dtype.kind not in "fiu":
+            raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
+        axes = tuple(range(2, actions.ndim))
+        outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
+        if self._checked is not None:
+            outside &= self._checked
+        bad = (outside.any(axis=axes) if axes else outside) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            low, high = self._low[a], self._high[a]
+            action = actions[e, a]
+            agent_shapes = cast(ContinuousAction, self._action).agent_shapes
+            if self._checked is not None and agent_shapes is not None:  # show the agent's own part
+                native = agent_shapes[a]
+                flat = len(native) != len(self.spec.action_shape)
+                low, high, action = (spaces.window(x, native, flat) for x in (low, high, action))
+            raise ValueError(
+                f"action {action.tolist()} for {where} is outside the action space [{low.tolist()}, {high.tolist()}]"
+            )
+
+    def _check_multi_discrete(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"MultiDiscrete actions must be integers, got dtype {actions.dtype}")
+        action = cast(MultiDiscreteAction, self._action)
+        offset = actions.astype(np.int64) - self._md_start  # value - start, per component
+        bad = ((offset < 0) | (offset >= self._md_n)).any(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            allowed = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(action.start, action.nvec))
+            raise ValueError(
+                f"action {actions[e, a].tolist()} for {where} is out of range; allowed per component: [{allowed}]"
+            )
+        avail = cast(np.ndarray, self.buffers.avail_actions)  # MultiDiscrete: (E, A, k, max_n)
+        if np.count_nonzero(avail) == avail.size:
+            return
+        chosen = np.take_along_axis(avail, offset[..., None], axis=3)[..., 0]
+        bad = ~chosen.all(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            c = int(np.flatnonzero(~chosen[e, a])[0])
+            allowed = (np.flatnonzero(avail[e, a, c]) + action.start[c]).tolist()
+            raise ValueError(
+                f"action {actions[e, a].tolist()} for {where} is not available: component {c} may now take "
+                f"{allowed}"
+            )
+
+    def _check_multi_binary(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        if actions.dtype.kind not in "iub":
+            raise ValueError(f"MultiBinary actions must be 0/1 integers or bools, got dtype {actions.dtype}")
+        E, A = self.num_envs, self.spec.n_agents
+        bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            raise ValueError(f"action {actions[e, a].tolist()} for {where} is not binary; allowed: 0 and 1")
 
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.
@@ -315,6 +424,9 @@ class VecEnv(ABC):
         Numpy reductions such as ``min``/``all`` cost about a microsecond each on small
         arrays, ``count_nonzero`` a fifth of that; the checks are built from it.
         """
+        if self._start:
+            np.subtract(actions, self._start, out=self._shifted, casting="unsafe")
+            actions = self._shifted
         # Viewed as unsigned, a negative action is huge: one comparison checks both ends.
         dtype = actions.dtype
         unsigned_dtype = self._unsigned.get(dtype)
@@ -338,22 +450,18 @@ class VecEnv(ABC):
         Returns quietly when only dead agents' actions were off: those are ignored.
         """
         n, avail = self._n_actions, cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
-        bad = ((actions < 0) | (actions >= n)) & mask
+        start = self._start
+        index = actions.astype(np.int64) - start  # position in avail_actions
+        bad = ((index < 0) | (index >= n)) & mask
         if bad.any():
-            e, a = (int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(
-                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
-                f"allowed: 0..{n - 1}"
-            )
-        chosen = np.take_along_axis(avail, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
+            e, a, where = self._first_bad(bad)
+            raise ValueError(f"action {actions[e, a]} for {where} is out of range; allowed: {start}..{start + n - 1}")
+        chosen = np.take_along_axis(avail, np.clip(index, 0, n - 1)[..., None], axis=2)[..., 0]
         bad = ~chosen & mask
         if bad.any():
-            e, a = (int(x) for x in np.argwhere(bad)[0])
-            allowed = np.flatnonzero(avail[e, a]).tolist()
-            raise ValueError(
-                f"action {actions[e, a]} for env {e}, agent {self._agent_ids[a]!r} is not available; "
-                f"available now: {allowed}"
-            )
+            e, a, where = self._first_bad(bad)
+            allowed = (np.flatnonzero(avail[e, a]) + start).tolist()
+            raise ValueError(f"action {actions[e, a]} for {where} is not available; available now: {allowed}")
 
     def _restart_block(self, envs: range, reset: Callable[[], dict[int, dict[str, Any]] | None],
                        details: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -368,11 +476,9 @@ class VecEnv(ABC):
         process, so there is no ``"episode"`` summary.
         """
         buf, rows = self.buffers, slice(envs.start, envs.stop)
-        assert buf.final_obs is not None and buf.final_state is not None  # same_step, fast
-        buf.final_obs[rows] = buf.obs[rows]
-        buf.final_state[rows] = buf.state[rows]
-        if buf.avail_actions is not None and buf.final_avail_actions is not None:
-            buf.final_avail_actions[rows] = buf.avail_actions[rows]
+        for name in ("obs", "state", "avail_actions"):
+            for final, current in zip(buf.leaves("final_" + name), buf.leaves(name)):
+                final[rows] = current[rows]
         reset_infos = reset() or {}
         buf.reward[rows] = 0.0
         buf.terminated[rows] = False
@@ -387,8 +493,12 @@ class VecEnv(ABC):
         return infos
 
     def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
-        """The StepResult of the buffers; ``any_done``: whether some env is done (None: look)."""
-        buf, spec = self.buffers, self.spec
+        """The StepResult of the buffers; ``any_done``: whether some env is done (None: look).
+
+        With ``copy`` every returned array is a fresh copy, sharing memory with no
+        other (the state too, where the buffers keep it as a view of the observations).
+        """
+        buf = self.buffers
         avail = buf.avail_actions
         if not self.copy:
             return StepResult(
@@ -396,9 +506,10 @@ class VecEnv(ABC):
                 buf.done, infos, *((buf.final_obs, buf.final_state, buf.final_avail_actions)
                                    if self._keeps_final else (None, None, None)),
             )
-        obs = buf.obs.copy()
-        # Where the state is the observations concatenated, its copy is a view of theirs.
-        state = obs.reshape(buf.state.shape) if spec.state_is_obs else buf.state.copy()
+        if self._obs_is_tree:
+            obs, state = spaces.tree_map(np.copy, buf.obs), spaces.tree_map(np.copy, buf.state)
+        else:
+            obs, state = buf.obs.copy(), buf.state.copy()
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -408,19 +519,22 @@ class VecEnv(ABC):
         )
 
     def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any]:
-        """``final_*`` are valid only where an env finished. On the many steps where
-        none did, return read-only zero arrays made once instead of copying
-        (for pixel observations these copies would dominate the step)."""
+        """Copies of ``final_*``, or where no env finished, fresh zeros.
+
+        ``final_*`` are valid only where an env finished. On the many steps where
+        none did, ``np.zeros`` is cheaper than a copy: it takes zeroed pages from
+        the allocator (calloc) without touching them, which for pixel observations
+        is most of the difference.
+        """
+        fresh: Callable[[np.ndarray], np.ndarray] = np.copy if any_done else _zeros_like
         avail = buf.final_avail_actions
-        if not any_done:
-            if self._no_final is None:
-                zeros = [np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
-                for z in zeros:
-                    z.flags.writeable = False
-                # Three arrays: (final_obs, final_state, final_avail_actions or None).
-                self._no_final = cast("tuple[Any, Any, Any]", (*zeros, None) if avail is None else tuple(zeros))
-            return self._no_final
-        final_obs = buf.final_obs.copy()
-        final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
-                       else buf.final_state.copy())
-        return final_obs, final_state, None if avail is None else avail.copy()
+        if self._obs_is_tree:
+            final_obs, final_state = spaces.tree_map(fresh, buf.final_obs), spaces.tree_map(fresh, buf.final_state)
+        else:
+            final_obs, final_state = fresh(buf.final_obs), fresh(buf.final_state)
+        return final_obs, final_state, None if avail is None else fresh(avail)
+
+
+def _zeros_like(array: np.ndarray) -> np.ndarray:
+    """``np.zeros_like`` fills its result; ``np.zeros`` gets calloc'ed (untouched) memory."""
+    return np.zeros(array.shape, array.dtype)
