@@ -168,10 +168,8 @@ class PettingZooAdapter(NativeEnvAdapter):
         super().bind(row)
         # Each agent's native-shaped window into its padded obs row (Dict/Tuple
         # observations: a TreeView, written with `view[...] = ob` all the same).
-        agent_rows = spaces.tree_map(lambda a: list(a), row.obs) if self._obs_is_tree else list(row.obs)
         self._obs_views = [
-            spaces.writable(self._obs_layout.agent_views(
-                i, spaces.tree_map(lambda rows: rows[i], agent_rows) if self._obs_is_tree else agent_rows[i]))
+            spaces.writable(self._obs_layout.agent_views(i, spaces.tree_map(lambda a: a[i, ...], row.obs)))
             for i in range(len(self.agent_ids))
         ]
         self._row_obs = spaces.writable(row.obs)
