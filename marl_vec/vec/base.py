@@ -122,6 +122,7 @@ class VecEnv(ABC):
         self._agent_ids = spec.agents
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
         self._obs_is_tree = spec.obs_is_tree
+        self._final_layout: list[tuple[tuple[int, ...], np.dtype]] | None = None  # see _final_copies
         action = spec.action
         A = spec.n_agents
         # Read at every step by the validation.
@@ -507,7 +508,7 @@ class VecEnv(ABC):
                                    if self._keeps_final else (None, None, None)),
             )
         if self._obs_is_tree:
-            obs, state = spaces.tree_map(np.copy, buf.obs), spaces.tree_map(np.copy, buf.state)
+            obs, state = spaces.tree_map(_copy, buf.obs), spaces.tree_map(_copy, buf.state)
         else:
             obs, state = buf.obs.copy(), buf.state.copy()
         final: tuple[Any, Any, Any] = (None, None, None)
@@ -526,13 +527,21 @@ class VecEnv(ABC):
         the allocator (calloc) without touching them, which for pixel observations
         is most of the difference.
         """
-        fresh: Callable[[np.ndarray], np.ndarray] = np.copy if any_done else _zeros_like
         avail = buf.final_avail_actions
         if self._obs_is_tree:
-            final_obs, final_state = spaces.tree_map(fresh, buf.final_obs), spaces.tree_map(fresh, buf.final_state)
-        else:
-            final_obs, final_state = fresh(buf.final_obs), fresh(buf.final_state)
-        return final_obs, final_state, None if avail is None else fresh(avail)
+            fresh: Callable[[np.ndarray], np.ndarray] = _copy if any_done else _zeros_like
+            return (spaces.tree_map(fresh, buf.final_obs), spaces.tree_map(fresh, buf.final_state),
+                    None if avail is None else fresh(avail))
+        if any_done:
+            return buf.final_obs.copy(), buf.final_state.copy(), None if avail is None else avail.copy()
+        if self._final_layout is None:  # shapes and dtypes, read once: this runs on most steps
+            self._final_layout = [(a.shape, a.dtype) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
+        zeros = [np.zeros(shape, dtype) for shape, dtype in self._final_layout]
+        return zeros[0], zeros[1], zeros[2] if avail is not None else None
+
+
+def _copy(array: np.ndarray) -> np.ndarray:
+    return array.copy()  # the method: np.copy's Python wrapper costs more than the copy of a small array
 
 
 def _zeros_like(array: np.ndarray) -> np.ndarray:
