@@ -10,7 +10,7 @@ Adapters never see the whole batch: an :class:`EnvGroup` hands each adapter the
 Example:
     >>> import numpy as np
     >>> from marl_vec import spaces
-from marl_vec.spec import EnvSpec, DiscreteAction
+from marl_vec.spec import EnvSpec, TreeAction, DiscreteAction
     >>> spec = EnvSpec(("a",), (3,), np.float32, (3,), np.float32, DiscreteAction(2))
     >>> buf = BatchBuffers(spec, num_envs=4)
     >>> buf.obs.shape, buf.avail_actions.shape
@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from marl_vec import spaces
-from marl_vec.spec import EnvSpec
+from marl_vec.spec import EnvSpec, TreeAction
 
 _ALIGN = 64  # cache-line aligned fields: workers writing neighbouring fields do not share lines
 
@@ -48,8 +48,13 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     """
     E, A = num_envs, spec.n_agents
     obs = obs_leaves(spec)
+    action = spec.action
+    if isinstance(action, TreeAction):  # Dict/Tuple actions: one array per leaf
+        actions = [(spaces.path_name("actions", path), (E, A, *leaf.shape), leaf.dtype) for path, leaf in action.leaves]
+    else:
+        actions = [("actions", (E, A, *spec.action_shape), action.dtype)]
     layout = [
-        ("actions", (E, A, *spec.action_shape), spec.action.dtype),
+        *actions,
         *[(spaces.path_name("obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
         *([] if spec.state_is_obs else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
@@ -87,7 +92,7 @@ class RowViews:
     returns the same fields for a range of envs, with their leading env axis.
     """
 
-    actions: np.ndarray
+    actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
     obs: Any  # an array, or for Dict/Tuple observation spaces a dict/tuple tree of arrays
     state: Any  # likewise
     avail_actions: np.ndarray | None
@@ -108,7 +113,7 @@ class BatchBuffers:
             (a worker process); ``shared`` is implied.
     """
 
-    actions: np.ndarray
+    actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
     obs: Any  # an array, or for Dict/Tuple observation spaces a dict/tuple tree of arrays
     state: Any  # likewise
     agent_mask: np.ndarray
@@ -148,6 +153,9 @@ class BatchBuffers:
             self._arrays[name] = array
             if "/" not in name:
                 setattr(self, name, array)
+        if isinstance(spec.action, TreeAction):
+            self.actions = spaces.assemble(spec.action.tree, {
+                path: self._arrays[spaces.path_name("actions", path)] for path, _ in spec.action.leaves})
         if spec.obs_space is not None and spaces.is_tree(spec.obs_space):
             # obs and final_obs are trees of their leaves' arrays.
             for field in ("obs", "final_obs"):
@@ -179,7 +187,7 @@ class BatchBuffers:
 
     def _make_row(self, i: int) -> RowViews:
         return RowViews(
-            actions=self.actions[i],
+            actions=spaces.tree_map(lambda a: a[i], self.actions),
             obs=spaces.tree_map(lambda a: a[i], self.obs),
             state=spaces.tree_map(lambda a: a[i, ...], self.state),  # a 0-d view, not a scalar, when the state is a scalar
             avail_actions=None if self.avail_actions is None else self.avail_actions[i],
@@ -200,7 +208,7 @@ class BatchBuffers:
         """Views of rows ``[start, stop)`` with their leading env axis: a group's
         whole share of every field, for writes that cover all its envs at once."""
         return RowViews(
-            actions=self.actions[start:stop],
+            actions=spaces.tree_map(lambda a: a[start:stop], self.actions),
             obs=spaces.tree_map(lambda a: a[start:stop], self.obs),
             state=spaces.tree_map(lambda a: a[start:stop], self.state),
             avail_actions=None if self.avail_actions is None else self.avail_actions[start:stop],

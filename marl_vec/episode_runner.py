@@ -42,6 +42,7 @@ import numpy as np
 
 from marl_vec.episode import AutoresetMode
 from marl_vec.rollout import RandomPolicy
+from marl_vec.spec import TreeAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 Policy = Callable[[StepResult, int], Any]
@@ -108,6 +109,9 @@ class EpisodeRunner:
         E, A = venv.num_envs, spec.n_agents
         T = self.max_steps
         action = spec.action
+        if isinstance(action, TreeAction):
+            raise TypeError(f"EpisodeRunner keeps actions in one array; the action space {spec.single_agent_action_space} "
+                            "is a Dict/Tuple tree; step the VecEnv directly")
         if spec.obs_is_tree:
             raise TypeError(
                 f"EpisodeRunner keeps observations in one array per field; the observation space "

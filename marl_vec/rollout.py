@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction, TreeAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 
@@ -47,6 +47,12 @@ class RandomPolicy:
         shape = (self.num_envs, self.spec.n_agents, *self.spec.action_shape)
         if isinstance(action, MultiBinaryAction):
             return self.rng.integers(0, 2, size=shape, dtype=action.dtype)
+        if isinstance(action, TreeAction):  # Dict/Tuple: a sample of the space, batched over (E, A)
+            from gymnasium.vector.utils import batch_space
+
+            space = batch_space(self.spec.action_space, self.num_envs)
+            space.seed(int(self.rng.integers(2**31)))
+            return space.sample()
         return self.rng.uniform(self.low, self.high, size=shape).astype(self.spec.action.dtype)
 
 

@@ -192,7 +192,8 @@ def window(view: np.ndarray, native: tuple[int, ...], flatten: bool) -> np.ndarr
     """The part of a padded ``view`` that holds a value of shape ``native`` (a view)."""
     if flatten:
         return view.reshape(-1)[: int(np.prod(native))].reshape(native)
-    return view[(*(slice(0, d) for d in native), Ellipsis)]  # the Ellipsis keeps a 0-d view a view
+    index: tuple[Any, ...] = (*(slice(0, d) for d in native), Ellipsis)  # the Ellipsis keeps a 0-d view a view
+    return view[index]
 
 
 def _structure(space: gym.Space) -> Any:

@@ -162,7 +162,52 @@ class MultiBinaryAction:
         return gym.spaces.MultiBinary(list(self.shape))
 
 
-ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction]
+LeafAction = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction]
+
+
+@dataclass(frozen=True)
+class TreeAction:
+    """Each agent gives a dict / tuple of actions, as gymnasium's Dict / Tuple action
+    spaces take them: ``leaves`` holds each leaf's path and spec (no masks).
+
+    Actions are given as the same tree of ``(E, A, *leaf_shape)`` arrays.
+    """
+
+    tree: gym.Space = field(hash=False)
+    leaves: tuple[tuple[spaces.Path, LeafAction], ...] = field(hash=False)
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Leaves have their own shapes (``leaves``); the tree itself has none."""
+        return ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        return spaces.flat_shape_dtype(self.tree)[1]
+
+    @property
+    def mask_shape(self) -> None:
+        return None
+
+    def space(self) -> gym.Space:
+        return self.tree
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TreeAction) and self.tree == other.tree
+
+    def __hash__(self) -> int:
+        return hash(len(self.leaves))
+
+
+ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, TreeAction]
 
 
 @dataclass(frozen=True)
@@ -177,7 +222,7 @@ class EnvSpec:
             that flattens gets; the buffers hold one array per leaf instead).
         state_shape, state_dtype: the global state (for trees: flat, like obs_shape).
         action: :class:`DiscreteAction`, :class:`ContinuousAction`,
-            :class:`MultiDiscreteAction` or :class:`MultiBinaryAction`.
+            :class:`MultiDiscreteAction`, :class:`MultiBinaryAction` or :class:`TreeAction`.
         episode_limit: the env's own step limit, where it declares one; else None.
         obs_padded: True when some agents' observations are zero-padded to ``obs_shape``.
         actions_padded: True when some agents have fewer native actions than ``n_actions``

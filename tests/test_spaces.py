@@ -64,6 +64,9 @@ CASES = {
     "dict/discrete": (NESTED, S.Discrete(2)),
     "tuple/multidiscrete": (S.Tuple((S.Discrete(3), S.Dict({"a": S.Box(0, 1, (2,)), "b": S.MultiBinary(1)}))),
                             S.MultiDiscrete([2, 2])),
+    "box/dict-actions": (S.Box(-1.0, 1.0, (2,), np.float32),
+                         S.Dict({"move": S.Discrete(3, start=-1), "aim": S.Box(-1.0, 1.0, (2,), np.float32)})),
+    "dict/nested-tuple-actions": (NESTED, S.Tuple((S.MultiBinary(2), S.Dict({"k": S.MultiDiscrete([2, 3])})))),
 }
 
 
@@ -211,5 +214,26 @@ def test_multibinary_takes_bools_and_unsupported_spaces_are_named():
         venv.step(np.array([[[True, False]]]))
     with pytest.raises(TypeError, match=r"SpaceEnv: observation space: Text\(.*\) at a is not supported; allowed: Box"):
         mv.DummyVecEnv(_fns(S.Dict({"a": S.Text(5)}), S.Discrete(2), n=1))
-    with pytest.raises(TypeError, match=r"SpaceEnv: action space Dict\(.*\) is not supported; allowed: Discrete, Box"):
-        mv.DummyVecEnv(_fns(S.Discrete(2), S.Dict({"a": S.Discrete(2)}), n=1))
+    with pytest.raises(TypeError, match=r"SpaceEnv: action space Dict\(.*Text.*\) is not supported; allowed: Discrete"):
+        mv.DummyVecEnv(_fns(S.Discrete(2), S.Dict({"a": S.Text(3)}), n=1))
+
+
+def test_bad_tree_actions_name_the_leaf_and_nothing_is_written():
+    space = S.Dict({"move": S.Discrete(3, start=-1), "aim": S.Box(-1.0, 1.0, (2,), np.float32)})
+    with mv.DummyVecEnv(_fns(S.Discrete(2), space, n=2)) as venv:
+        venv.reset()
+        good = {"move": np.array([[1], [-1]]), "aim": np.zeros((2, 1, 2), np.float32)}
+        venv.step(good)
+        with pytest.raises(ValueError, match=r"action\['move'\] 2 for env 1, agent 'agent_0' is out of range; "
+                                             r"allowed: -1\.\.1"):
+            venv.step({**good, "move": np.array([[0], [2]])})
+        with pytest.raises(ValueError, match=r"action\['aim'\] \[0\.0, 3\.0\] for env 0, agent 'agent_0' is outside"):
+            venv.step({**good, "aim": np.array([[[0.0, 3.0]], [[0.0, 0.0]]], np.float32)})
+        with pytest.raises(ValueError, match=r"actions must be a tree like the action space .*: action\['aim'\] "
+                                             r"is missing"):
+            venv.step({"move": good["move"]})
+        with pytest.raises(ValueError, match=r"actions\['move'\] must have shape \(2, 1\) .*one integer in -1\.\.1 "
+                                             r"per agent\), got \(2,\)"):
+            venv.step({**good, "move": np.array([0, 0])})
+        # A refused step wrote nothing: the batch still holds the last good actions.
+        np.testing.assert_array_equal(venv.buffers.actions["move"], good["move"])

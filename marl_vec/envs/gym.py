@@ -24,9 +24,10 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
-from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction
+from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
+                           MultiDiscreteAction, TreeAction)
 
-ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary"
+ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
 
 
 def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
@@ -45,6 +46,13 @@ def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
                                    np.dtype(space.dtype))
     if isinstance(space, gym.spaces.MultiBinary):
         return MultiBinaryAction(tuple(int(d) for d in space.shape), np.dtype(space.dtype))
+    if spaces.is_tree(space):
+        try:
+            leaves = tuple((path, action_spec_of(leaf, what)) for path, leaf in spaces.leaves(space, what))
+        except TypeError:
+            leaves = ()
+        if leaves and not any(isinstance(leaf, TreeAction) for _, leaf in leaves):
+            return TreeAction(space, leaves)  # type: ignore[arg-type]  # leaves are leaf specs: checked above
     raise TypeError(f"{what}: action space {space} is not supported; allowed: {ALLOWED_ACTIONS}")
 
 
@@ -76,6 +84,7 @@ class GymAdapter(NativeEnvAdapter):
             obs_space=obs_space,
             reward_dtype=np.dtype(np.float64),  # gymnasium's vector envs: rewards bit for bit
         )
+        self._tree_actions = isinstance(action, TreeAction)
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -95,8 +104,9 @@ class GymAdapter(NativeEnvAdapter):
     def group_stepper(
         cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews
     ) -> GroupStepper:
-        # A subclass that changes what a step writes is stepped through its own step().
-        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind:
+        # A subclass that changes what a step writes is stepped through its own step();
+        # Dict/Tuple actions too (each step builds the action tree).
+        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind or isinstance(adapters[0].spec.action, TreeAction):
             return super().group_stepper(adapters, rows, block)
         return _GymGroupStepper(adapters, rows, block)
 
@@ -106,13 +116,19 @@ class GymAdapter(NativeEnvAdapter):
         return info
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
-        # Discrete: a numpy integer, the space's own value (start included); else the row's array.
-        obs, reward, terminated, truncated, info = self.env.step(actions[0])
+        # Discrete: a numpy integer, the space's own value (start included); else the row's
+        # array; Dict/Tuple: a tree of those (as gymnasium's vector envs hand them out).
+        action = spaces.tree_map(_first, actions) if self._tree_actions else actions[0]
+        obs, reward, terminated, truncated, info = self.env.step(action)
         self._obs[...] = obs
         self._reward[0] = reward
         self._terminated[0] = terminated
         self._truncated[0] = truncated
         return info
+
+
+def _first(array: np.ndarray) -> Any:
+    return array[0]
 
 
 class _GymGroupStepper(GroupStepper):

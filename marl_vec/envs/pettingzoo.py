@@ -34,7 +34,7 @@ from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.gym import action_spec_of
-from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction
+from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 
 
 def _inner_obs_space(space: gym.Space) -> tuple[gym.Space, bool]:
@@ -186,7 +186,8 @@ class PettingZooAdapter(NativeEnvAdapter):
         self._agent_list = list(self.agent_ids)
         self._all_alive = False
         self._discrete = self.spec.discrete
-        self._actions_as_given = self._action_windows is None
+        self._tree_actions = isinstance(self.spec.action, TreeAction)
+        self._actions_as_given = self._action_windows is None and not self._tree_actions
 
     # -- writing results ----------------------------------------------------------
 
@@ -227,8 +228,11 @@ class PettingZooAdapter(NativeEnvAdapter):
             row.state[...] = self.env.state()
         # else: the buffers' state is these observations (spec.state_is_obs)
 
-    def _agent_actions(self, actions: np.ndarray) -> Any:
-        """Each agent's action: its row, or for padded Box actions its own part of the row."""
+    def _agent_actions(self, actions: Any) -> Any:
+        """Each agent's action: its row, for padded Box actions its own part of the row,
+        for Dict/Tuple actions the tree of its rows."""
+        if self._tree_actions:
+            return [spaces.tree_map(lambda a: a[i], actions) for i in range(len(self.agent_ids))]
         if self._action_windows is None:
             return actions
         return [spaces.window(actions[i], shape, flat) for i, (shape, flat) in enumerate(self._action_windows)]

@@ -29,7 +29,8 @@ from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction
+from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
+from marl_vec.vec.action_checks import LeafCheck, leaf_label
 
 REWARD_DTYPES = ("float32", "float64")
 
@@ -140,22 +141,12 @@ class VecEnv(ABC):
             self._chosen = np.empty(num_envs * A, dtype=bool)
             self._in_range = np.empty((num_envs, A), dtype=bool)
             self._unsigned: dict[np.dtype, np.dtype] = {}  # action dtype -> its unsigned twin
-        elif isinstance(action, ContinuousAction):
-            # Per agent (A, *shape): padded agents have their own bounds, and the
-            # padding entries (outside every agent's own shape) are not checked.
-            shape = spec.action_shape
-            self._low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), (A, *shape))
-            self._high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), (A, *shape))
-            self._checked: np.ndarray | None = None
-            if action.padded:
-                assert action.agent_shapes is not None  # padded: there are agent shapes
-                checked = np.zeros((A, *shape), dtype=bool)
-                for a, native in enumerate(action.agent_shapes):
-                    spaces.window(checked[a], native, len(native) != len(shape))[...] = True
-                self._checked = checked
-        elif isinstance(action, MultiDiscreteAction):
-            self._md_start = np.asarray(action.start, dtype=np.int64)
-            self._md_n = np.asarray(action.nvec, dtype=np.int64)
+        # (path, check) of the action kind (for Discrete: what explains a failed fast
+        # check), or of each leaf of Dict/Tuple actions (see action_checks.py).
+        self._leaf_checks: list[tuple[spaces.Path, LeafCheck]] = (
+            [(path, LeafCheck(leaf, spec.agents, path)) for path, leaf in action.leaves]
+            if isinstance(action, TreeAction) else [((), LeafCheck(action, spec.agents))]
+        )
 
     # -- what a backend implements --------------------------------------------
 
@@ -319,6 +310,9 @@ class VecEnv(ABC):
             raise EnvFinishedError.for_env(int(np.flatnonzero(done)[0]))
 
     def _write_actions(self, actions: Any) -> None:
+        if isinstance(self._action, TreeAction):
+            self._write_tree_actions(actions)
+            return
         buf = self.buffers.actions
         actions = np.asarray(actions)
         if self.validate:
@@ -328,96 +322,49 @@ class VecEnv(ABC):
         buf[...] = actions  # casts like np.copyto(casting="unsafe"), for less call overhead
 
     def _validate(self, actions: np.ndarray) -> None:
-        spec = self.spec
         if actions.shape != self._actions_shape:
-            E, A = self.num_envs, spec.n_agents
-            raise ValueError(
-                f"actions must have shape {self._actions_shape} (num_envs={E}, n_agents={A}, one "
-                f"{self._one_action()} per agent), got {actions.shape}"
-            )
+            raise self._shape_error(actions, self._actions_shape, self._leaf_checks[0][1])
         mask = self.buffers.agent_mask
         if self._discrete:
             if actions.dtype.kind not in "iu":
                 raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
             if self._all_available(actions):
                 return
-            self._explain_discrete(actions, mask)
-        elif isinstance(self._action, ContinuousAction):
-            self._check_box(actions, mask)
-        elif isinstance(self._action, MultiDiscreteAction):
-            self._check_multi_discrete(actions, mask)
-        else:
-            self._check_multi_binary(actions, mask)
+        # Raises for the first live agent whose action is wrong; quiet when only dead
+        # agents' actions were off (those are ignored).
+        self._leaf_checks[0][1](actions, mask, self.buffers.avail_actions)
 
-    def _one_action(self) -> str:
-        action = self._action
-        if isinstance(action, DiscreteAction):
-            return "integer"
-        if isinstance(action, MultiDiscreteAction):
-            return f"array of {len(action.nvec)} integers (MultiDiscrete)"
-        if isinstance(action, MultiBinaryAction):
-            return f"array of shape {action.shape} of 0/1 (MultiBinary)"
-        return f"array of shape {action.shape}"
-
-    def _first_bad(self, bad: np.ndarray) -> tuple[int, int, str]:
-        e, a = (int(x) for x in np.argwhere(bad)[0])
-        return e, a, f"env {e}, agent {self._agent_ids[a]!r}"
-
-    def _check_box(self, actions: np.ndarray, mask: np.ndarray) -> None:
-        if actions.dtype.kind not in "fiu":
-            raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
-        axes = tuple(range(2, actions.ndim))
-        outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
-        if self._checked is not None:
-            outside &= self._checked
-        bad = (outside.any(axis=axes) if axes else outside) & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            low, high = self._low[a], self._high[a]
-            action = actions[e, a]
-            agent_shapes = cast(ContinuousAction, self._action).agent_shapes
-            if self._checked is not None and agent_shapes is not None:  # show the agent's own part
-                native = agent_shapes[a]
-                flat = len(native) != len(self.spec.action_shape)
-                low, high, action = (spaces.window(x, native, flat) for x in (low, high, action))
-            raise ValueError(
-                f"action {action.tolist()} for {where} is outside the action space [{low.tolist()}, {high.tolist()}]"
-            )
-
-    def _check_multi_discrete(self, actions: np.ndarray, mask: np.ndarray) -> None:
-        if actions.dtype.kind not in "iu":
-            raise ValueError(f"MultiDiscrete actions must be integers, got dtype {actions.dtype}")
-        action = cast(MultiDiscreteAction, self._action)
-        offset = actions.astype(np.int64) - self._md_start  # value - start, per component
-        bad = ((offset < 0) | (offset >= self._md_n)).any(axis=2) & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            allowed = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(action.start, action.nvec))
-            raise ValueError(
-                f"action {actions[e, a].tolist()} for {where} is out of range; allowed per component: [{allowed}]"
-            )
-        avail = cast(np.ndarray, self.buffers.avail_actions)  # MultiDiscrete: (E, A, k, max_n)
-        if np.count_nonzero(avail) == avail.size:
-            return
-        chosen = np.take_along_axis(avail, offset[..., None], axis=3)[..., 0]
-        bad = ~chosen.all(axis=2) & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            c = int(np.flatnonzero(~chosen[e, a])[0])
-            allowed = (np.flatnonzero(avail[e, a, c]) + action.start[c]).tolist()
-            raise ValueError(
-                f"action {actions[e, a].tolist()} for {where} is not available: component {c} may now take "
-                f"{allowed}"
-            )
-
-    def _check_multi_binary(self, actions: np.ndarray, mask: np.ndarray) -> None:
-        if actions.dtype.kind not in "iub":
-            raise ValueError(f"MultiBinary actions must be 0/1 integers or bools, got dtype {actions.dtype}")
+    def _shape_error(self, actions: np.ndarray, shape: tuple[int, ...], check: LeafCheck) -> ValueError:
         E, A = self.num_envs, self.spec.n_agents
-        bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            raise ValueError(f"action {actions[e, a].tolist()} for {where} is not binary; allowed: 0 and 1")
+        return ValueError(
+            f"{check.what.replace('action', 'actions', 1)} must have shape {shape} (num_envs={E}, n_agents={A}, "
+            f"one {check.describe()} per agent), got {actions.shape}"
+        )
+
+    def _write_tree_actions(self, actions: Any) -> None:
+        """Dict/Tuple actions: the same tree of (E, A, *leaf_shape) arrays, each leaf checked."""
+        mask = self.buffers.agent_mask
+        arrays = spaces.tree_leaves(self.buffers.actions)
+        for (path, check), buf in zip(self._leaf_checks, arrays):
+            value: Any = actions
+            for key in path:
+                try:
+                    value = value[key]
+                except (KeyError, IndexError, TypeError):
+                    raise ValueError(
+                        f"actions must be a tree like the action space {self.spec.action_space}: "
+                        f"{leaf_label(path)} is missing"
+                    ) from None
+            value = np.asarray(value)
+            if value.shape != buf.shape:
+                raise self._shape_error(value, buf.shape, check)
+            if self.validate:
+                check(value, mask)
+        for buf, (path, _) in zip(arrays, self._leaf_checks):  # written only once all are valid
+            value = actions
+            for key in path:
+                value = value[key]
+            buf[...] = value
 
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.
@@ -444,25 +391,6 @@ class VecEnv(ABC):
         np.add(self._flat_base, actions.reshape(-1), out=self._flat_index)
         avail.reshape(-1).take(self._flat_index, out=self._chosen)
         return np.count_nonzero(self._chosen) == self._chosen.size
-
-    def _explain_discrete(self, actions: np.ndarray, mask: np.ndarray) -> None:
-        """Raise for the first live agent whose action is out of range or unavailable.
-
-        Returns quietly when only dead agents' actions were off: those are ignored.
-        """
-        n, avail = self._n_actions, cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
-        start = self._start
-        index = actions.astype(np.int64) - start  # position in avail_actions
-        bad = ((index < 0) | (index >= n)) & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            raise ValueError(f"action {actions[e, a]} for {where} is out of range; allowed: {start}..{start + n - 1}")
-        chosen = np.take_along_axis(avail, np.clip(index, 0, n - 1)[..., None], axis=2)[..., 0]
-        bad = ~chosen & mask
-        if bad.any():
-            e, a, where = self._first_bad(bad)
-            allowed = (np.flatnonzero(avail[e, a]) + start).tolist()
-            raise ValueError(f"action {actions[e, a]} for {where} is not available; available now: {allowed}")
 
     def _restart_block(self, envs: range, reset: Callable[[], dict[int, dict[str, Any]] | None],
                        details: dict[str, Any]) -> dict[int, dict[str, Any]]:

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
@@ -197,7 +198,7 @@ class _GroupHost:
         return self._out, None, {j: info for j, info in zip(ids, infos) if info}
 
     def step(self, actions: np.ndarray):
-        np.copyto(self.group.actions, actions)
+        spaces.tree_map(np.copyto, self.group.actions, actions)  # Dict/Tuple actions: leaf by leaf
         infos = self.group.step()
         finals = None
         done = self.group.done
@@ -365,7 +366,7 @@ class RayVecEnv(VecEnv):
         # Per actor, the destination views of its block, built once (leaf by leaf, as the actor sends).
         self._dst = [tuple(a[b.start:b.stop] for a in present) for b in self.blocks]
         self._final_dst = tuple(a for name in _FINAL_FIELDS for a in buf.leaves(name))
-        self._act = [buf.actions[b.start:b.stop] for b in self.blocks]
+        self._act = [spaces.tree_map(lambda a, b=b: a[b.start:b.stop], buf.actions) for b in self.blocks]
 
     @property
     def linked(self) -> list[bool]:
