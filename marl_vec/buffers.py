@@ -9,8 +9,7 @@ Adapters never see the whole batch: an :class:`EnvGroup` hands each adapter the
 
 Example:
     >>> import numpy as np
-    >>> from marl_vec import spaces
-from marl_vec.spec import EnvSpec, TreeAction, DiscreteAction
+    >>> from marl_vec.spec import EnvSpec, DiscreteAction
     >>> spec = EnvSpec(("a",), (3,), np.float32, (3,), np.float32, DiscreteAction(2))
     >>> buf = BatchBuffers(spec, num_envs=4)
     >>> buf.obs.shape, buf.avail_actions.shape

@@ -15,7 +15,7 @@ Example:
     >>> tree = empty(space, (4, 2))
     >>> tree["pos"].shape, tree["id"].shape
     ((4, 2, 2), (4, 2))
-    >>> assign(tree_map(lambda a: a[0, 1], tree), {"pos": [0.5, -0.5], "id": 2})
+    >>> assign(tree_map(lambda a: a[0, 1, ...], tree), {"pos": [0.5, -0.5], "id": 2})  # views of env 0, agent 1
     >>> tree["id"][0].tolist()
     [0, 2]
 """

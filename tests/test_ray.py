@@ -332,18 +332,21 @@ def test_interrupted_step_leaves_no_answer_behind():
 
 
 def test_tree_observations_and_float64_rewards_equal_dummy(transport):
-    """Dict observations travel leaf by leaf (shared memory over the link, arrays over
-    Ray calls); gymnasium rewards stay float64; MultiDiscrete actions reach the envs."""
+    """Dict observations and Dict actions travel leaf by leaf (shared memory over the
+    link, arrays over Ray calls); gymnasium rewards stay float64."""
     from marl_vec import spaces
     from tests.test_spaces import NESTED, _actions, _fns
 
-    action_space = gym.spaces.MultiDiscrete([3, 4], start=[1, -1])
+    action_space = gym.spaces.Dict({"pick": gym.spaces.MultiDiscrete([3, 4], start=[1, -1]),
+                                    "aim": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
     fns = _fns(NESTED, action_space)
     actions = _actions(action_space, 3, 20)
     with RayVecEnv(fns, env_seed=2, num_workers=2, transport=transport) as venv, \
             mv.DummyVecEnv(fns, env_seed=2) as dummy:
         results = [(venv.reset(), dummy.reset())]
-        results += [(venv.step(a[:, None]), dummy.step(a[:, None])) for a in actions]
+        for a in actions:
+            a = spaces.tree_map(lambda x: x[:, None], a)  # (E, 1, ...) leaves
+            results.append((venv.step(a), dummy.step(a)))
     assert any(d.done.any() for _, d in results)
     for t, (r, d) in enumerate(results):
         assert r.reward.dtype == np.float64
