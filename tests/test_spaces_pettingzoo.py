@@ -201,3 +201,66 @@ def test_pettingzoo_rewards_are_float32_unless_asked():
     assert r32.reward.dtype == np.float32 and r64.reward.dtype == np.float64
     assert r64.reward[0].tolist() == [rew["speaker_0"], rew["listener_0"]]  # the env's Python floats, exactly
     assert r32.reward[0].tolist() == [float(np.float32(rew["speaker_0"])), float(np.float32(rew["listener_0"]))]
+
+
+class Steer(ParallelEnv):
+    """Two agents with Dict actions {turn: Discrete(3, start=-1), speed: Box(0, 1, (1,))};
+    each observes its position; rewards are turn * speed."""
+
+    metadata = {"name": "steer"}
+
+    def __init__(self):
+        self.possible_agents = ["a", "b"]
+        self._act = S.Dict({"turn": S.Discrete(3, start=-1), "speed": S.Box(0.0, 1.0, (1,), np.float32)})
+
+    def observation_space(self, agent):
+        return S.Box(-np.inf, np.inf, (1,), np.float64)
+
+    def action_space(self, agent):
+        return self._act
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        self.pos = {a: 0.0 for a in self.agents}
+        return {a: np.array([0.0]) for a in self.agents}, {}
+
+    def step(self, actions):
+        self.t += 1
+        rewards = {}
+        for a, act in actions.items():
+            assert self._act.contains(act), act
+            rewards[a] = float(act["turn"]) * float(act["speed"][0])
+            self.pos[a] += rewards[a]
+        done = self.t >= 4
+        obs = {a: np.array([self.pos[a]]) for a in self.agents}
+        flags = {a: done for a in self.agents}
+        if done:
+            self.agents = []
+        return obs, rewards, {a: False for a in flags}, flags, {}
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_dict_actions_reach_each_agent_as_its_own_tree(backend):
+    kwargs = {"num_workers": 2} if backend == "subproc" else {}
+    rng = np.random.default_rng(2)
+    with mv.make_vec([Steer, Steer], backend=backend, reward_dtype="float64", **kwargs) as venv:
+        assert venv.spec.single_agent_action_space == Steer()._act
+        venv.reset()
+        natives = [Steer(), Steer()]
+        for env in natives:
+            env.reset()
+        for t in range(9):
+            actions = {"turn": rng.integers(-1, 2, size=(2, 2)),
+                       "speed": rng.uniform(0, 1, size=(2, 2, 1)).astype(np.float32)}
+            r = venv.step(actions)
+            for i, env in enumerate(natives):
+                obs, rew, *_ = env.step({a: {"turn": actions["turn"][i, j], "speed": actions["speed"][i, j]}
+                                         for j, a in enumerate(env.possible_agents)})
+                assert r.reward[i].tolist() == [rew["a"], rew["b"]]
+                got = r.final_obs[i] if r.done[i] else r.obs[i]
+                np.testing.assert_array_equal(got[:, 0], [obs["a"][0], obs["b"][0]])
+                if not env.agents:
+                    env.reset()
+        with pytest.raises(ValueError, match=r"action\['speed'\] \[1\.5\] for env 0, agent 'b' is outside"):
+            venv.step({"turn": np.zeros((2, 2), np.int64),
+                       "speed": np.array([[[0.5], [1.5]], [[0.5], [0.5]]], np.float32)})
