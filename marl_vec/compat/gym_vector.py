@@ -8,7 +8,7 @@ masks. This face gives them that over any backend (dummy, subproc, ray).
 Mapping of results, for E envs:
 
 - ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed.
-- ``reward`` (E,) float64, as gymnasium's vector envs (marl_vec keeps float32).
+- ``reward`` (E,) float64, as gymnasium's vector envs: gymnasium envs are batched with float64 rewards, bit for bit.
 - same_step (and fast): ``infos["final_obs"]`` (object array, None where not done)
   and ``infos["final_info"]`` hold the ended episode's last observation and step
   info; the top-level infos are the reset's, as ``SyncVectorEnv``.
