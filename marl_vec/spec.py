@@ -89,9 +89,14 @@ class ContinuousAction:
     def space(self) -> gym.spaces.Box:
         """One agent's space; for padded agents, a Box of the padded shape within every agent's bounds."""
         if self.agent_shapes is None:
-            return gym.spaces.Box(np.broadcast_to(self.low, self.shape), np.broadcast_to(self.high, self.shape),
-                                  self.shape, dtype=self.dtype)
-        return gym.spaces.Box(self.low.min(axis=0), self.high.max(axis=0), self.shape, dtype=self.dtype)
+            low, high = np.broadcast_to(self.low, self.shape), np.broadcast_to(self.high, self.shape)
+            return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
+        covered = np.zeros(self.low.shape, dtype=bool)  # (A, *shape): each agent's own part
+        for a, native in enumerate(self.agent_shapes):
+            spaces.window(covered[a], native, len(native) != len(self.shape))[...] = True
+        low = np.where(covered, self.low, np.inf).min(axis=0)
+        high = np.where(covered, self.high, -np.inf).max(axis=0)
+        return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -354,7 +359,9 @@ class EnvSpec:
         """A few readable lines, for ``marl-vec info``."""
         act = self.action
         if isinstance(act, ContinuousAction):
-            action = f"continuous {self.action_shape} in [{act.low.min()}, {act.high.max()}]"
+            action = f"continuous {self.action_shape} in [{act.space().low.min()}, {act.space().high.max()}]"
+            if act.agent_shapes is not None and act.padded:
+                action += f", per agent {', '.join(str(s) for s in act.agent_shapes)}"
         elif isinstance(act, DiscreteAction):
             action = f"discrete, {self.n_actions} actions" + (f" from {act.start}" if act.start else "")
         else:
@@ -367,7 +374,8 @@ class EnvSpec:
             f"obs            {obs}" + ("  (zero-padded)" if self.obs_padded else ""),
             f"state          {self.state_shape} {self.state_dtype}",
             f"reward         {self.reward_dtype}",
-            f"action         {action}" + ("  (padded; extra actions unavailable)" if self.actions_padded else ""),
+            f"action         {action}" + (("  (padded; padding ignored)" if isinstance(act, ContinuousAction)
+                                              else "  (padded; extra actions unavailable)") if self.actions_padded else ""),
             f"episode_limit  {self.episode_limit}",
         ]
         if self.stats:

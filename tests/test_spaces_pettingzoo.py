@@ -45,6 +45,8 @@ def test_heterogeneous_box_actions_are_padded_and_equal_a_plain_loop(module, bac
         spec = venv.spec
         assert spec.actions_padded and spec.action_shape == (max(s.shape[0] for s in spaces_),)
         assert spec.action.agent_shapes == tuple(s.shape for s in spaces_)
+        # One agent's space: within every agent's bounds (the padding is no agent's).
+        assert spec.single_agent_action_space == S.Box(0.0, 1.0, spec.action_shape, np.float32)
         assert venv.reset().avail_actions is None
         actions = _padded_actions(spec, spaces_, steps, num_envs)
         results = [venv.step(a) for a in actions]
