@@ -22,36 +22,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
-from marl_vec.spec import EnvSpec
+from marl_vec import spaces
+from marl_vec.spec import EnvSpec, TreeAction
 
 _ALIGN = 64  # cache-line aligned fields: workers writing neighbouring fields do not share lines
 
 
+def obs_leaves(spec: EnvSpec) -> list[tuple[spaces.Path, tuple[int, ...], np.dtype]]:
+    """Path, one agent's shape and dtype of every observation leaf (one for a leaf space)."""
+    if spec.obs_space is None:
+        return [((), spec.obs_shape, spec.obs_dtype)]
+    return [(path, *spaces.leaf_shape_dtype(leaf)) for path, leaf in spaces.leaves(spec.obs_space)]
+
+
 def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ...], np.dtype]]:
-    """Name, shape and dtype of every batch array, in storage order."""
+    """Name, shape and dtype of every batch array, in storage order.
+
+    Observations (and final observations) take one array per leaf of the
+    observation space, named by :func:`marl_vec.spaces.path_name`.
+    """
     E, A = num_envs, spec.n_agents
+    obs = obs_leaves(spec)
+    action = spec.action
+    if isinstance(action, TreeAction):  # Dict/Tuple actions: one array per leaf
+        actions = [(spaces.path_name("actions", path), (E, A, *leaf.shape), leaf.dtype) for path, leaf in action.leaves]
+    else:
+        actions = [("actions", (E, A, *spec.action_shape), action.dtype)]
     layout = [
-        ("actions", (E, A, *spec.action_shape), spec.action.dtype),
-        ("obs", (E, A, *spec.obs_shape), spec.obs_dtype),
+        *actions,
+        *[(spaces.path_name("obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
         *([] if spec.state_is_obs else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
-        ("reward", (E, A), np.dtype(np.float32)),
+        ("reward", (E, A), spec.reward_dtype),
         ("terminated", (E, A), np.dtype(bool)),
         ("truncated", (E, A), np.dtype(bool)),
         ("done", (E,), np.dtype(bool)),
-        ("final_obs", (E, A, *spec.obs_shape), spec.obs_dtype),
+        *[(spaces.path_name("final_obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
         *([] if spec.state_is_obs else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
     ]
-    if spec.discrete:
-        n = spec.n_actions
-        assert n is not None  # discrete actions always have n_actions
+    mask_shape = spec.action.mask_shape
+    if mask_shape is not None:
         layout += [
-            ("avail_actions", (E, A, n), np.dtype(bool)),
-            ("final_avail_actions", (E, A, n), np.dtype(bool)),
+            ("avail_actions", (E, A, *mask_shape), np.dtype(bool)),
+            ("final_avail_actions", (E, A, *mask_shape), np.dtype(bool)),
         ]
     return [(name, shape, np.dtype(dtype)) for name, shape, dtype in layout]
 
@@ -69,13 +86,14 @@ def _layout_offsets(layout: list[tuple[str, tuple[int, ...], np.dtype]]) -> tupl
 class RowViews:
     """One env's views into the batch arrays; what an adapter writes into.
 
-    ``avail_actions`` is None for continuous actions. :meth:`BatchBuffers.block`
+    ``avail_actions`` is None for actions without masks (Box, MultiBinary).
+    ``obs`` and ``state`` are dicts / tuples of views for Dict / Tuple observation spaces. :meth:`BatchBuffers.block`
     returns the same fields for a range of envs, with their leading env axis.
     """
 
-    actions: np.ndarray
-    obs: np.ndarray
-    state: np.ndarray
+    actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
+    obs: Any  # an array, or for Dict/Tuple observation spaces a dict/tuple tree of arrays
+    state: Any  # likewise
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -94,16 +112,16 @@ class BatchBuffers:
             (a worker process); ``shared`` is implied.
     """
 
-    actions: np.ndarray
-    obs: np.ndarray
-    state: np.ndarray
+    actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
+    obs: Any  # an array, or for Dict/Tuple observation spaces a dict/tuple tree of arrays
+    state: Any  # likewise
     agent_mask: np.ndarray
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
     done: np.ndarray
-    final_obs: np.ndarray
-    final_state: np.ndarray
+    final_obs: Any
+    final_state: Any
     avail_actions: np.ndarray | None
     final_avail_actions: np.ndarray | None
 
@@ -123,6 +141,7 @@ class BatchBuffers:
             self._owner = True
         self.avail_actions = None
         self.final_avail_actions = None
+        self._arrays: dict[str, np.ndarray] = {}
         for (name, shape, dtype), offset in zip(self.layout, offsets):
             if self._shm is not None:
                 array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf, offset=offset)
@@ -130,12 +149,32 @@ class BatchBuffers:
                     array.fill(0)
             else:
                 array = np.zeros(shape, dtype=dtype)
-            setattr(self, name, array)
+            self._arrays[name] = array
+            if "/" not in name:
+                setattr(self, name, array)
+        if isinstance(spec.action, TreeAction):
+            self.actions = spaces.assemble(spec.action.tree, {
+                path: self._arrays[spaces.path_name("actions", path)] for path, _ in spec.action.leaves})
+        if spec.obs_space is not None and spaces.is_tree(spec.obs_space):
+            # obs and final_obs are trees of their leaves' arrays.
+            for field in ("obs", "final_obs"):
+                setattr(self, field, spaces.assemble(
+                    spec.obs_space, {path: self._arrays[spaces.path_name(field, path)]
+                                     for path, _ in spaces.leaves(spec.obs_space)}))
         if spec.state_is_obs:
-            # (E, A, *obs_shape) and (E, *state_shape) are the same memory.
-            self.state = self.obs.reshape((num_envs, *spec.state_shape))
-            self.final_state = self.final_obs.reshape((num_envs, *spec.state_shape))
+            # (E, A, *obs_shape) and (E, *state_shape) are the same memory, leaf by leaf.
+            def as_state(leaf: np.ndarray) -> np.ndarray:
+                return leaf.reshape((num_envs, *spec.state_leaf_shape(leaf.shape[2:])))
+
+            self.state = spaces.tree_map(as_state, self.obs)
+            self.final_state = spaces.tree_map(as_state, self.final_obs)
         self._rows = [self._make_row(i) for i in range(num_envs)]
+
+    def leaves(self, field: str) -> list[np.ndarray]:
+        """The arrays of ``field`` (``obs``, ``state``, ``avail_actions``, ...): one, or the
+        leaves of its tree; none for a field this batch does not have."""
+        value = getattr(self, field)
+        return [] if value is None else spaces.tree_leaves(value)
 
     @property
     def shm_name(self) -> str | None:
@@ -143,13 +182,13 @@ class BatchBuffers:
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name, _, _ in self.layout)
+        return sum(array.nbytes for array in self._arrays.values())
 
     def _make_row(self, i: int) -> RowViews:
         return RowViews(
-            actions=self.actions[i],
-            obs=self.obs[i],
-            state=self.state[i, ...],  # a 0-d view, not a scalar, when the state is a scalar
+            actions=spaces.tree_map(lambda a: a[i], self.actions),
+            obs=spaces.tree_map(lambda a: a[i], self.obs),
+            state=spaces.tree_map(lambda a: a[i, ...], self.state),  # a 0-d view, not a scalar, when the state is a scalar
             avail_actions=None if self.avail_actions is None else self.avail_actions[i],
             agent_mask=self.agent_mask[i],
             reward=self.reward[i],
@@ -168,9 +207,9 @@ class BatchBuffers:
         """Views of rows ``[start, stop)`` with their leading env axis: a group's
         whole share of every field, for writes that cover all its envs at once."""
         return RowViews(
-            actions=self.actions[start:stop],
-            obs=self.obs[start:stop],
-            state=self.state[start:stop],
+            actions=spaces.tree_map(lambda a: a[start:stop], self.actions),
+            obs=spaces.tree_map(lambda a: a[start:stop], self.obs),
+            state=spaces.tree_map(lambda a: a[start:stop], self.state),
             avail_actions=None if self.avail_actions is None else self.avail_actions[start:stop],
             agent_mask=self.agent_mask[start:stop],
             reward=self.reward[start:stop],
@@ -179,8 +218,7 @@ class BatchBuffers:
         )
 
     def arrays(self) -> Iterator[tuple[str, np.ndarray]]:
-        for name, _, _ in self.layout:
-            yield name, getattr(self, name)
+        yield from self._arrays.items()
 
     def close(self) -> None:
         """Release the shared block (and unlink it if this process created it)."""
@@ -188,8 +226,10 @@ class BatchBuffers:
         if shm is None:
             return
         # Views into shm.buf must go before the mmap can close.
-        for name, _, _ in self.layout:
+        for name in ("actions", "obs", "state", "agent_mask", "reward", "terminated", "truncated", "done",
+                     "final_obs", "final_state", "avail_actions", "final_avail_actions"):
             setattr(self, name, None)
+        self._arrays = {}
         self._rows = []
         try:
             shm.close()

@@ -74,6 +74,8 @@ class VecConfig(_Strict):
     num_workers: Optional[int] = Field(default=None, ge=1)
     start_method: Optional[Literal["fork", "spawn", "forkserver"]] = None
     restart_on_error: int = Field(default=0, ge=0)
+    # The reward array's dtype; None: the family's (float64 for gymnasium envs, else float32).
+    reward_dtype: Optional[Literal["float32", "float64"]] = None
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -198,6 +200,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
     """The options of ``vec`` that its backend takes; options of other backends are an error."""
     # restart_on_error lives in EnvGroup, so every backend takes it.
     kwargs: dict[str, Any] = {"validate": vec.validate_actions, "restart_on_error": vec.restart_on_error}
+    if vec.reward_dtype is not None:
+        kwargs["reward_dtype"] = vec.reward_dtype
     if vec.backend == "subproc":
         kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method))
                        if v is not None})

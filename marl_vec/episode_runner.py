@@ -42,7 +42,7 @@ import numpy as np
 
 from marl_vec.episode import AutoresetMode
 from marl_vec.rollout import RandomPolicy
-from marl_vec.spec import DiscreteAction
+from marl_vec.spec import TreeAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 Policy = Callable[[StepResult, int], Any]
@@ -109,14 +109,23 @@ class EpisodeRunner:
         E, A = venv.num_envs, spec.n_agents
         T = self.max_steps
         action = spec.action
-        avail = (np.zeros((E, T + 1, A, action.n_actions), bool) if isinstance(action, DiscreteAction) else None)
+        if isinstance(action, TreeAction):
+            raise TypeError(f"EpisodeRunner keeps actions in one array; the action space {spec.single_agent_action_space} "
+                            "is a Dict/Tuple tree; step the VecEnv directly")
+        if spec.obs_is_tree:
+            raise TypeError(
+                f"EpisodeRunner keeps observations in one array per field; the observation space "
+                f"{spec.single_agent_observation_space} is a tree: flatten it (gymnasium.wrappers.FlattenObservation)"
+            )
+        mask_shape = action.mask_shape
+        avail = None if mask_shape is None else np.zeros((E, T + 1, A, *mask_shape), bool)
         self.batch = EpisodeBatch(
             obs=np.zeros((E, T + 1, A, *spec.obs_shape), spec.obs_dtype),
             state=np.zeros((E, T + 1, *spec.state_shape), spec.state_dtype),
             avail_actions=avail,
             agent_mask=np.zeros((E, T + 1, A), bool),
             actions=np.zeros((E, T, A, *spec.action_shape), spec.action.dtype),
-            reward=np.zeros((E, T, A), np.float32),
+            reward=np.zeros((E, T, A), spec.reward_dtype),
             terminated=np.zeros((E, T, A), bool),
             truncated=np.zeros((E, T, A), bool),
             filled=np.zeros((E, T), bool),

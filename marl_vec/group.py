@@ -141,12 +141,12 @@ class EnvGroup:
         # same_step, fast: each env's (final_*, current) row pairs of the fields kept at
         # an episode's end (final_state is final_obs's memory where the state is the
         # observations). A masked copy over the whole group would cost more.
-        names = ["obs", *([] if self._state_is_obs else ["state"]),
-                 *([] if buffers.avail_actions is None else ["avail_actions"])]
-        self._final_rows = [
-            [(getattr(buffers, "final_" + name)[g, ...], getattr(buffers, name)[g, ...]) for name in names]
-            for g in range(first, last)
-        ]
+        # Dict/Tuple observations: a pair per leaf.
+        names = ["obs", *([] if self._state_is_obs else ["state"]), "avail_actions"]
+        pairs = [(final, current) for name in names
+                 for final, current in zip(buffers.leaves("final_" + name), buffers.leaves(name))]
+        self._final_rows = [[(final[g, ...], current[g, ...]) for final, current in pairs]
+                            for g in range(first, last)]
         self._stepper = self._make_stepper()
         self.episodes = EpisodeTracker(k, spec.n_agents)
         # Local indices of the envs whose episode ended at the last step.

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 from marl_vec.progress import Progress
-from marl_vec.spec import ContinuousAction, EnvSpec
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction, TreeAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 
@@ -29,18 +29,29 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
         self.num_envs = num_envs
         if isinstance(spec.action, ContinuousAction):
-            low = np.broadcast_to(spec.action.low, spec.action_shape).astype(np.float64)
-            high = np.broadcast_to(spec.action.high, spec.action_shape).astype(np.float64)
+            # Per agent: padded agents have their own bounds (padding unbounded, ignored).
+            agents_shape = (spec.n_agents, *spec.action_shape)
+            low = np.broadcast_to(spec.action.low, agents_shape).astype(np.float64)
+            high = np.broadcast_to(spec.action.high, agents_shape).astype(np.float64)
             self.low = np.where(np.isfinite(low), low, -1.0)
             self.high = np.where(np.isfinite(high), high, 1.0)
 
     def __call__(self, result: StepResult) -> np.ndarray:
-        if self.spec.discrete:
+        action = self.spec.action
+        if isinstance(action, (DiscreteAction, MultiDiscreteAction)):
             assert result.avail_actions is not None
             scores = self.rng.random(result.avail_actions.shape)
             scores[~result.avail_actions] = -1.0
-            return scores.argmax(axis=-1)
+            return scores.argmax(axis=-1) + np.asarray(action.start, dtype=np.int64)  # the space's own values
         shape = (self.num_envs, self.spec.n_agents, *self.spec.action_shape)
+        if isinstance(action, MultiBinaryAction):
+            return self.rng.integers(0, 2, size=shape, dtype=action.dtype)
+        if isinstance(action, TreeAction):  # Dict/Tuple: a sample of the space, batched over (E, A)
+            from gymnasium.vector.utils import batch_space
+
+            space = batch_space(self.spec.action_space, self.num_envs)
+            space.seed(int(self.rng.integers(2**31)))
+            return space.sample()
         return self.rng.uniform(self.low, self.high, size=shape).astype(self.spec.action.dtype)
 
 

@@ -18,12 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+import gymnasium as gym
 import numpy as np
+
+from marl_vec import spaces
 
 
 @dataclass(frozen=True)
 class DiscreteAction:
-    """Each agent picks one integer in ``[0, n_actions)``.
+    """Each agent picks one integer in ``[start, start + n_actions)``: gymnasium's
+    ``Discrete(n, start=s)`` keeps its values. ``avail_actions[..., k]`` is about
+    action ``start + k``.
 
     Agents whose native action space is smaller are padded: their extra actions
     are never available.
@@ -31,6 +36,7 @@ class DiscreteAction:
 
     n_actions: int
     dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int64))
+    start: int = 0
 
     @property
     def discrete(self) -> bool:
@@ -40,15 +46,29 @@ class DiscreteAction:
     def shape(self) -> tuple[int, ...]:
         return ()
 
+    @property
+    def mask_shape(self) -> tuple[int, ...]:
+        """One agent's row of ``avail_actions``."""
+        return (self.n_actions,)
+
+    def space(self) -> gym.spaces.Discrete:
+        return gym.spaces.Discrete(self.n_actions, start=self.start)
+
 
 @dataclass(frozen=True)
 class ContinuousAction:
-    """Each agent gives a float vector of ``shape`` within ``[low, high]``."""
+    """Each agent gives a float vector of ``shape`` within ``[low, high]``.
+
+    Agents with different Box spaces are padded to the largest: ``agent_shapes``
+    then holds each agent's own shape, ``low``/``high`` have a leading agent axis
+    (padding at -inf/+inf), and the padding entries of an action are ignored.
+    """
 
     shape: tuple[int, ...]
     low: np.ndarray
     high: np.ndarray
     dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    agent_shapes: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def discrete(self) -> bool:
@@ -58,11 +78,32 @@ class ContinuousAction:
     def n_actions(self) -> None:
         return None
 
+    @property
+    def mask_shape(self) -> None:
+        return None
+
+    @property
+    def padded(self) -> bool:
+        return self.agent_shapes is not None and any(s != self.shape for s in self.agent_shapes)
+
+    def space(self) -> gym.spaces.Box:
+        """One agent's space; for padded agents, a Box of the padded shape within every agent's bounds."""
+        if self.agent_shapes is None:
+            low, high = np.broadcast_to(self.low, self.shape), np.broadcast_to(self.high, self.shape)
+            return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
+        covered = np.zeros(self.low.shape, dtype=bool)  # (A, *shape): each agent's own part
+        for a, native in enumerate(self.agent_shapes):
+            spaces.window(covered[a], native, len(native) != len(self.shape))[...] = True
+        low = np.where(covered, self.low, np.inf).min(axis=0)
+        high = np.where(covered, self.high, -np.inf).max(axis=0)
+        return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, ContinuousAction)
             and self.shape == other.shape
             and self.dtype == other.dtype
+            and self.agent_shapes == other.agent_shapes
             and np.array_equal(self.low, other.low)
             and np.array_equal(self.high, other.high)
         )
@@ -71,7 +112,107 @@ class ContinuousAction:
         return hash((self.shape, str(self.dtype)))
 
 
-ActionSpec = Union[DiscreteAction, ContinuousAction]
+@dataclass(frozen=True)
+class MultiDiscreteAction:
+    """Each agent gives ``len(nvec)`` integers, component c in ``[start[c], start[c] + nvec[c])``.
+
+    ``avail_actions`` per agent is ``(len(nvec), max(nvec))``: entry ``[c, k]`` says
+    whether component c may take ``start[c] + k`` (``k >= nvec[c]`` never).
+    """
+
+    nvec: tuple[int, ...]
+    start: tuple[int, ...]
+    dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int64))
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.nvec),)
+
+    @property
+    def mask_shape(self) -> tuple[int, ...]:
+        return (len(self.nvec), max(self.nvec))
+
+    def space(self) -> gym.spaces.MultiDiscrete:
+        return gym.spaces.MultiDiscrete(np.array(self.nvec), dtype=self.dtype, start=np.array(self.start))
+
+
+@dataclass(frozen=True)
+class MultiBinaryAction:
+    """Each agent gives an array of ``shape`` of 0s and 1s (gymnasium's MultiBinary)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int8))
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def mask_shape(self) -> None:
+        return None
+
+    def space(self) -> gym.spaces.MultiBinary:
+        return gym.spaces.MultiBinary(list(self.shape))
+
+
+LeafAction = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction]
+
+
+@dataclass(frozen=True)
+class TreeAction:
+    """Each agent gives a dict / tuple of actions, as gymnasium's Dict / Tuple action
+    spaces take them: ``leaves`` holds each leaf's path and spec (no masks).
+
+    Actions are given as the same tree of ``(E, A, *leaf_shape)`` arrays.
+    """
+
+    tree: gym.Space = field(hash=False)
+    leaves: tuple[tuple[spaces.Path, LeafAction], ...] = field(hash=False)
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Leaves have their own shapes (``leaves``); the tree itself has none."""
+        return ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        return spaces.flat_shape_dtype(self.tree)[1]
+
+    @property
+    def mask_shape(self) -> None:
+        return None
+
+    def space(self) -> gym.Space:
+        return self.tree
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TreeAction) and self.tree == other.tree
+
+    def __hash__(self) -> int:
+        return hash(len(self.leaves))
+
+
+ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, TreeAction]
 
 
 @dataclass(frozen=True)
@@ -81,13 +222,21 @@ class EnvSpec:
     Attributes:
         agents: agent ids in the fixed order of the agent axis.
         obs_shape, obs_dtype: one agent's observation (padded to the largest agent's).
-        state_shape, state_dtype: the global state.
-        action: :class:`DiscreteAction` or :class:`ContinuousAction`.
+            For Dict/Tuple observation spaces (``obs_is_tree``): the shape and dtype of
+            the observation with its leaves raveled and concatenated (what a trainer
+            that flattens gets; the buffers hold one array per leaf instead).
+        state_shape, state_dtype: the global state (for trees: flat, like obs_shape).
+        action: :class:`DiscreteAction`, :class:`ContinuousAction`,
+            :class:`MultiDiscreteAction`, :class:`MultiBinaryAction` or :class:`TreeAction`.
         episode_limit: the env's own step limit, where it declares one; else None.
         obs_padded: True when some agents' observations are zero-padded to ``obs_shape``.
         actions_padded: True when some agents have fewer native actions than ``n_actions``
-            (the extra ones are always unavailable).
+            (the extra ones are always unavailable), or smaller Box actions.
         stats: names of the family statistics reported in ``infos[i]["episode"]``.
+        obs_space: one agent's (padded) observation space, a gymnasium space; None
+            means a Box of ``obs_shape`` and ``obs_dtype``.
+        reward_dtype: dtype of the reward array (float32 unless the family or the
+            VecEnv's ``reward_dtype`` says otherwise).
     """
 
     agents: tuple[str, ...]
@@ -104,15 +253,29 @@ class EnvSpec:
     snapshots: bool = False
     # The state is the agents' observations concatenated (for one agent: its
     # observation). The buffers then share one array for both, so adapters write
-    # only observations and the state costs nothing.
+    # only observations and the state costs nothing. For tree observations the
+    # state is a tree too: each leaf the agents' leaves concatenated.
     state_is_obs: bool = False
+    obs_space: gym.Space | None = field(default=None, hash=False)
+    reward_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
+        if self.obs_space is not None:
+            spaces.leaves(self.obs_space, "observation space")  # raises for unsupported spaces
+            shape, dtype = spaces.flat_shape_dtype(self.obs_space)
+            if not spaces.is_tree(self.obs_space) and (tuple(self.obs_shape), np.dtype(self.obs_dtype)) != (shape, dtype):
+                raise ValueError(f"obs_space {self.obs_space} does not match obs_shape={self.obs_shape}, "
+                                 f"obs_dtype={self.obs_dtype}")
+            object.__setattr__(self, "obs_shape", shape)
+            object.__setattr__(self, "obs_dtype", dtype)
         object.__setattr__(self, "obs_shape", tuple(int(d) for d in self.obs_shape))
         object.__setattr__(self, "state_shape", tuple(int(d) for d in self.state_shape))
         object.__setattr__(self, "obs_dtype", np.dtype(self.obs_dtype))
         object.__setattr__(self, "state_dtype", np.dtype(self.state_dtype))
+        object.__setattr__(self, "reward_dtype", np.dtype(self.reward_dtype))
+        if self.reward_dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"reward_dtype must be float32 or float64, got {self.reward_dtype}")
         if not self.agents:
             raise ValueError("EnvSpec needs at least one agent")
         if self.state_is_obs and (
@@ -122,6 +285,47 @@ class EnvSpec:
             raise ValueError("state_is_obs needs a state of the observations' dtype and of n_agents times their size")
         if len(set(self.agents)) != len(self.agents):
             raise ValueError(f"EnvSpec agent ids must be unique, got {self.agents}")
+
+    # -- spaces ------------------------------------------------------------------------
+
+    @property
+    def single_agent_observation_space(self) -> gym.Space:
+        """One agent's observation space (padded to the largest agent's), a gymnasium space."""
+        if self.obs_space is not None:
+            return self.obs_space
+        return spaces.container_box(self.obs_shape, self.obs_dtype)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """One env's observations: the single-agent space batched over the agent axis
+        (gymnasium's ``batch_space``: leaves get a leading ``A`` axis)."""
+        from gymnasium.vector.utils import batch_space
+
+        return batch_space(self.single_agent_observation_space, self.n_agents)
+
+    @property
+    def obs_is_tree(self) -> bool:
+        """True for Dict/Tuple observations: ``obs`` is a dict or tuple of arrays."""
+        return self.obs_space is not None and spaces.is_tree(self.obs_space)
+
+    @property
+    def single_agent_action_space(self) -> gym.Space:
+        """One agent's action space (padded, see the action classes)."""
+        return self.action.space()
+
+    @property
+    def action_space(self) -> gym.Space:
+        """One env's actions: the single-agent space batched over the agent axis."""
+        from gymnasium.vector.utils import batch_space
+
+        return batch_space(self.single_agent_action_space, self.n_agents)
+
+    def state_leaf_shape(self, obs_leaf_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """With ``state_is_obs``: the state's shape for an observation leaf of that shape
+        (one agent: the leaf's own; several: the agents' leaves raveled, concatenated)."""
+        if self.n_agents == 1:
+            return tuple(obs_leaf_shape)
+        return (self.n_agents * int(np.prod(obs_leaf_shape)),)
 
     @property
     def n_agents(self) -> int:
@@ -153,15 +357,25 @@ class EnvSpec:
 
     def describe(self) -> str:
         """A few readable lines, for ``marl-vec info``."""
-        if isinstance(self.action, ContinuousAction):
-            action = f"continuous {self.action_shape} in [{self.action.low.min()}, {self.action.high.max()}]"
+        act = self.action
+        if isinstance(act, ContinuousAction):
+            action = f"continuous {self.action_shape} in [{act.space().low.min()}, {act.space().high.max()}]"
+            if act.agent_shapes is not None and act.padded:
+                action += f", per agent {', '.join(str(s) for s in act.agent_shapes)}"
+        elif isinstance(act, DiscreteAction):
+            action = f"discrete, {self.n_actions} actions" + (f" from {act.start}" if act.start else "")
         else:
-            action = f"discrete, {self.n_actions} actions"
+            action = str(act.space())
+        obs = f"{self.obs_shape} {self.obs_dtype}"
+        if self.obs_is_tree or (self.obs_space is not None and not isinstance(self.obs_space, gym.spaces.Box)):
+            obs = f"{self.single_agent_observation_space}" + (f"  (flat: {obs})" if self.obs_is_tree else "")
         lines = [
             f"agents         {self.n_agents}: {', '.join(self.agents)}",
-            f"obs            {self.obs_shape} {self.obs_dtype}" + ("  (zero-padded)" if self.obs_padded else ""),
+            f"obs            {obs}" + ("  (zero-padded)" if self.obs_padded else ""),
             f"state          {self.state_shape} {self.state_dtype}",
-            f"action         {action}" + ("  (padded; extra actions unavailable)" if self.actions_padded else ""),
+            f"reward         {self.reward_dtype}",
+            f"action         {action}" + (("  (padded; padding ignored)" if isinstance(act, ContinuousAction)
+                                              else "  (padded; extra actions unavailable)") if self.actions_padded else ""),
             f"episode_limit  {self.episode_limit}",
         ]
         if self.stats:
@@ -170,10 +384,21 @@ class EnvSpec:
 
     def check_same(self, other: EnvSpec, index: int) -> None:
         """All envs of a batch must share one spec; say how env ``index`` differs."""
-        for name in ("agents", "obs_shape", "obs_dtype", "state_shape", "state_dtype", "action"):
+        for name in ("agents", "obs_shape", "obs_dtype", "state_shape", "state_dtype", "action", "obs_space"):
             mine, theirs = getattr(self, name), getattr(other, name)
+            # Observation spaces need the same layout, not the same bounds: the batch's
+            # buffers depend only on it (gymnasium's observation_mode="different").
+            if name == "obs_space" and _obs_layout(mine) == _obs_layout(theirs):
+                continue
             if mine != theirs:
                 raise ValueError(
                     f"env {index} has {name}={theirs!r} but env 0 has {name}={mine!r}; "
                     "every env of a batch must have the same spec"
                 )
+
+
+def _obs_layout(space: gym.Space | None) -> Any:
+    """What the buffers of an observation space depend on: each leaf's path, kind, shape and dtype."""
+    if space is None:
+        return None
+    return [(path, type(leaf).__name__, *spaces.leaf_shape_dtype(leaf)) for path, leaf in spaces.leaves(space)]

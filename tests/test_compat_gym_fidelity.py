@@ -307,8 +307,6 @@ def test_final_obs_elements_have_the_envs_types():
 # -- rewards ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 part 1 / issue 12 bug 6: marl_vec keeps float32 rewards until "
-                                       "EnvSpec.reward_dtype lands; the face passes the VecEnv's dtype through")
 def test_rewards_are_float64_and_unrounded_as_syncs():
     fns = [lambda: gym.wrappers.TransformReward(gym.make("CartPole-v1"), lambda r: r * 0.1)] * 2
     ours, theirs = face_and_sync(fns)

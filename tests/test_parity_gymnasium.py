@@ -47,7 +47,7 @@ def test_cartpole_equals_sync_vector_env(mode):
         r, (obs, rew, term, trunc, info) = ours[t], theirs[t]
         np.testing.assert_array_equal(r.obs[:, 0], obs)
         np.testing.assert_array_equal(r.state, obs)
-        np.testing.assert_array_equal(r.reward[:, 0], rew.astype(np.float32))
+        np.testing.assert_array_equal(r.reward[:, 0], rew)
         np.testing.assert_array_equal(r.terminated[:, 0], term)
         np.testing.assert_array_equal(r.truncated[:, 0], trunc)
         np.testing.assert_array_equal(r.done, term | trunc)
@@ -83,7 +83,7 @@ def test_box_actions_equal_sync_vector_env():
     assert ours[0].avail_actions is None
     for t in range(1, 36):
         np.testing.assert_array_equal(ours[t].obs[:, 0], theirs[t][0])
-        np.testing.assert_array_equal(ours[t].reward[:, 0], theirs[t][1].astype(np.float32))
+        np.testing.assert_array_equal(ours[t].reward[:, 0], theirs[t][1])  # float64, bit for bit
         np.testing.assert_array_equal(ours[t].truncated[:, 0], theirs[t][3])
 
 
@@ -119,9 +119,9 @@ class Walk(gym.Env):
         return obs, float(self.x) + noise, abs(self.x) >= 3, self.t >= self.limit, {"t": self.t}
 
 
-def test_discrete_start_is_added_to_the_actions_the_env_sees():
+def test_discrete_start_actions_keep_their_values():
     fns = [Walk, functools.partial(Walk, limit=4), Walk]
-    actions = np.random.default_rng(4).integers(0, 3, size=(40, 3))
+    actions = np.random.default_rng(4).integers(-1, 2, size=(40, 3))
     sync = gym.vector.SyncVectorEnv(fns, autoreset_mode=GymAutoreset.SAME_STEP)
     venv = mv.DummyVecEnv(fns, env_seed=1)
     assert venv.spec.n_actions == 3
@@ -129,9 +129,9 @@ def test_discrete_start_is_added_to_the_actions_the_env_sees():
     endings = 0
     for a in actions:
         r = venv.step(a[:, None])
-        obs, rew, term, trunc, info = sync.step(a - 1)  # the native actions: -1, 0, +1
+        obs, rew, term, trunc, info = sync.step(a)  # the same native actions: -1, 0, +1
         np.testing.assert_array_equal(r.obs[:, 0], obs)
-        np.testing.assert_array_equal(r.reward[:, 0], rew.astype(np.float32))
+        np.testing.assert_array_equal(r.reward[:, 0], rew)
         np.testing.assert_array_equal(r.terminated[:, 0], term)
         np.testing.assert_array_equal(r.truncated[:, 0], trunc)
         for i in np.flatnonzero(r.done):
@@ -159,7 +159,7 @@ def test_an_env_failing_in_the_group_stepper_is_restarted_and_the_others_step_on
     def fns(fail: bool):
         return [FailsFirst() if fail and i == failing else functools.partial(Walk, limit=50) for i in range(4)]
 
-    actions = np.random.default_rng(6).integers(0, 3, size=(6, 4, 1))
+    actions = np.random.default_rng(6).integers(-1, 2, size=(6, 4, 1))
     with mv.DummyVecEnv(fns(True), env_seed=2, restart_on_error=1) as venv, \
             mv.DummyVecEnv(fns(False), env_seed=2) as reference:
         ours, theirs = [venv.reset()], [reference.reset()]
@@ -185,7 +185,7 @@ def test_an_env_failing_in_the_group_stepper_is_restarted_and_the_others_step_on
 
 def test_one_episode_with_gym_envs_repeats_the_finished_ones_and_steps_the_others():
     fns = [functools.partial(Walk, limit=2), functools.partial(Walk, limit=50), functools.partial(Walk, limit=3)]
-    actions = np.ones((5, 3, 1), dtype=np.int64)  # native 0: stay, so only truncation ends
+    actions = np.zeros((5, 3, 1), dtype=np.int64)  # 0: stay, so only truncation ends
     with mv.DummyVecEnv(fns, env_seed=0, autoreset="one_episode") as venv, \
             mv.DummyVecEnv(fns, env_seed=0, autoreset="same_step") as reference:
         venv.reset(), reference.reset()

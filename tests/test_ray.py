@@ -329,3 +329,29 @@ def test_interrupted_step_leaves_no_answer_behind():
             r, d = rv.step(a), dv.step(a)
             np.testing.assert_array_equal(r.obs, d.obs)
             assert rv.get_attr("hang") == [0.0, 1.0]
+
+
+def test_tree_observations_and_float64_rewards_equal_dummy(transport):
+    """Dict observations and Dict actions travel leaf by leaf (shared memory over the
+    link, arrays over Ray calls); gymnasium rewards stay float64."""
+    from marl_vec import spaces
+    from tests.test_spaces import NESTED, _actions, _fns
+
+    action_space = gym.spaces.Dict({"pick": gym.spaces.MultiDiscrete([3, 4], start=[1, -1]),
+                                    "aim": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+    fns = _fns(NESTED, action_space)
+    actions = _actions(action_space, 3, 20)
+    with RayVecEnv(fns, env_seed=2, num_workers=2, transport=transport) as venv, \
+            mv.DummyVecEnv(fns, env_seed=2) as dummy:
+        results = [(venv.reset(), dummy.reset())]
+        for a in actions:
+            a = spaces.tree_map(lambda x: x[:, None], a)  # (E, 1, ...) leaves
+            results.append((venv.step(a), dummy.step(a)))
+    assert any(d.done.any() for _, d in results)
+    for t, (r, d) in enumerate(results):
+        assert r.reward.dtype == np.float64
+        np.testing.assert_array_equal(r.reward, d.reward)
+        for name in ("obs", "state", "final_obs", "final_state"):
+            for leaf_r, leaf_d in zip(spaces.tree_leaves(getattr(r, name)), spaces.tree_leaves(getattr(d, name))):
+                np.testing.assert_array_equal(leaf_r, leaf_d, err_msg=f"{name} at step {t}")
+                assert leaf_r.dtype == leaf_d.dtype

@@ -67,29 +67,18 @@ _GROUP_KEYS = frozenset(("episode", "reset_info", ENV_EPISODE_KEY))
 
 
 def observation_space_of(spec: EnvSpec, native: Any = None) -> gymnasium.spaces.Space:
-    """One agent's observation space: the native env's when it matches the spec, else a Box by dtype."""
-    if isinstance(native, gymnasium.spaces.Space) and native.shape == spec.obs_shape and native.dtype == spec.obs_dtype:
+    """One agent's observation space: the native env's when it matches the spec, else the spec's."""
+    own = spec.single_agent_observation_space
+    if isinstance(native, gymnasium.spaces.Space) and (
+        native == own or (not spec.obs_is_tree and native.shape == spec.obs_shape and native.dtype == spec.obs_dtype)
+    ):
         return native
-    dtype = spec.obs_dtype
-    if dtype == np.bool_:
-        return gymnasium.spaces.Box(0, 1, spec.obs_shape, dtype=np.bool_)
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return gymnasium.spaces.Box(info.min, info.max, spec.obs_shape, dtype=dtype)
-    return gymnasium.spaces.Box(-np.inf, np.inf, spec.obs_shape, dtype=dtype)
+    return own
 
 
 def action_space_of(spec: EnvSpec) -> gymnasium.spaces.Space:
-    """One agent's action space in marl_vec's numbering (discrete actions start at 0)."""
-    action = spec.action
-    if isinstance(action, DiscreteAction):
-        return gymnasium.spaces.Discrete(action.n_actions)
-    return gymnasium.spaces.Box(
-        np.broadcast_to(action.low, action.shape).astype(action.dtype),
-        np.broadcast_to(action.high, action.shape).astype(action.dtype),
-        action.shape,
-        dtype=action.dtype,
-    )
+    """One agent's action space, as marl_vec takes it (Discrete keeps its ``start``)."""
+    return spec.single_agent_action_space
 
 
 class GymVectorEnv(gymnasium.vector.VectorEnv):
@@ -173,9 +162,6 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         self._discrete = spec.discrete
         self._action_shape = (self.num_envs, *spec.action_shape)
         self._venv_action_shape = (self.num_envs, 1, *spec.action_shape)
-        # marl_vec numbers discrete actions from 0; the native Discrete(n, start) from start.
-        self._action_start = int(getattr(self.single_action_space, "start", 0)) if self._discrete else 0
-        self._shifted_actions = np.zeros(self._venv_action_shape, dtype=np.int64)
         self._final_obs_as_int = isinstance(self.single_observation_space, gymnasium.spaces.Discrete)
         self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
 
@@ -305,9 +291,6 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
                 raise TypeError(
                     f"discrete actions must be integers, got dtype {actions.dtype}; a cast would change them"
                 )
-            if self._action_start:
-                np.subtract(actions.reshape(self._venv_action_shape), self._action_start, out=self._shifted_actions)
-                return self._shifted_actions
         return actions.reshape(self._venv_action_shape)
 
     def _check_reset_mask(self, mask: Any) -> np.ndarray:

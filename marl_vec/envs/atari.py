@@ -250,6 +250,7 @@ class AtariAdapter(NativeEnvAdapter):
             stats=("score",),
             snapshots=snapshots,
             state_is_obs=True,  # the buffers' state is the observation: no second frame copy
+            reward_dtype=np.dtype(np.float64),  # a gymnasium env: its rewards as gymnasium's vector envs give them
         )
         self._score = 0.0
 

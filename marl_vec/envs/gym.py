@@ -1,8 +1,10 @@
 """Any single-agent ``gymnasium.Env`` as a one-agent env.
 
-Observation spaces: Box, Discrete, MultiDiscrete, MultiBinary (dtype kept; the
-state is the observation). Action spaces: Discrete (all actions always
-available) and Box.
+Observation spaces: every space of :mod:`marl_vec.spaces` (Box of any dtype,
+Discrete with its start, MultiDiscrete, MultiBinary, Dict and Tuple nested); the
+state is the observation. Action spaces: Discrete (values kept, start
+included; all actions always available), Box, MultiDiscrete and MultiBinary.
+Rewards are float64, as gymnasium's own vector envs give them.
 
 Example:
     >>> import gymnasium as gym
@@ -14,21 +16,24 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
+                           MultiDiscreteAction, TreeAction)
 
-_OBS_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
 
 
-def action_spec_of(space: gym.Space, what: str) -> DiscreteAction | ContinuousAction:
+def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
+    """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported."""
     if isinstance(space, gym.spaces.Discrete):
-        return DiscreteAction(int(space.n))
+        return DiscreteAction(int(space.n), np.dtype(np.int64), int(space.start))
     if isinstance(space, gym.spaces.Box):
         return ContinuousAction(
             shape=tuple(space.shape),
@@ -36,7 +41,19 @@ def action_spec_of(space: gym.Space, what: str) -> DiscreteAction | ContinuousAc
             high=np.asarray(space.high, dtype=np.float64),
             dtype=np.dtype(space.dtype),
         )
-    raise TypeError(f"{what}: action space {space} is not supported; allowed: Discrete, Box")
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        return MultiDiscreteAction(tuple(int(n) for n in space.nvec), tuple(int(s) for s in space.start),
+                                   np.dtype(space.dtype))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return MultiBinaryAction(tuple(int(d) for d in space.shape), np.dtype(space.dtype))
+    if spaces.is_tree(space):
+        try:
+            leaves = tuple((path, action_spec_of(leaf, what)) for path, leaf in spaces.leaves(space, what))
+        except TypeError:
+            leaves = ()
+        if leaves and not any(isinstance(leaf, TreeAction) for _, leaf in leaves):
+            return TreeAction(space, leaves)  # type: ignore[arg-type]  # leaves are leaf specs: checked above
+    raise TypeError(f"{what}: action space {space} is not supported; allowed: {ALLOWED_ACTIONS}")
 
 
 def episode_limit_of(env: Any) -> int | None:
@@ -62,32 +79,31 @@ class GymAdapter(NativeEnvAdapter):
     """Wraps ``env`` as one agent named ``agent_id``."""
 
     def __init__(self, env: gym.Env, agent_id: str = "agent_0"):
+        name = type(env.unwrapped).__name__
         obs_space = env.observation_space
-        if not isinstance(obs_space, _OBS_SPACES):
-            raise TypeError(
-                f"observation space {obs_space} is not supported; allowed: Box, Discrete, "
-                "MultiDiscrete, MultiBinary (flatten Dict/Tuple spaces with gymnasium.wrappers.FlattenObservation)"
-            )
+        spaces.leaves(obs_space, f"{name}: observation space")  # TypeError for Text, Graph, Sequence, ...
         self.env = env
-        action = action_spec_of(env.action_space, type(env.unwrapped).__name__)
-        self._action_start = int(getattr(env.action_space, "start", 0)) if action.discrete else 0
-        # Box, Discrete, MultiDiscrete and MultiBinary always have a shape.
-        obs_shape = cast("tuple[int, ...]", obs_space.shape)
+        action = action_spec_of(env.action_space, name)
+        obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
         self.spec = EnvSpec(
             agents=(agent_id,),
             obs_shape=obs_shape,
-            obs_dtype=obs_space.dtype,
+            obs_dtype=obs_dtype,
             state_shape=obs_shape,
-            state_dtype=obs_space.dtype,
+            state_dtype=obs_dtype,
             action=action,
             episode_limit=episode_limit_of(env),
             state_is_obs=True,
+            obs_space=obs_space,
+            reward_dtype=np.dtype(np.float64),  # gymnasium's vector envs: rewards bit for bit
         )
+        self._tree_actions = isinstance(action, TreeAction)
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
         # Views of agent 0; `[0, ...]` keeps a 0-d view for scalar (Discrete) observations.
-        self._obs = row.obs[0, ...]  # also the state: spec.state_is_obs
+        # Also the state: spec.state_is_obs. Dict/Tuple spaces: a tree of views.
+        self._obs = spaces.writable(spaces.tree_map(lambda a: a[0, ...], row.obs))
         self._reward = row.reward
         self._terminated = row.terminated
         self._truncated = row.truncated
@@ -101,8 +117,9 @@ class GymAdapter(NativeEnvAdapter):
     def group_stepper(
         cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews
     ) -> GroupStepper:
-        # A subclass that changes what a step writes is stepped through its own step().
-        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind:
+        # A subclass that changes what a step writes is stepped through its own step();
+        # Dict/Tuple actions too (each step builds the action tree).
+        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind or isinstance(adapters[0].spec.action, TreeAction):
             return super().group_stepper(adapters, rows, block)
         return _GymGroupStepper(adapters, rows, block)
 
@@ -122,16 +139,19 @@ class GymAdapter(NativeEnvAdapter):
         return info
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
-        if self._discrete:
-            action = actions[0] if not self._action_start else actions.item() + self._action_start
-        else:
-            action = actions[0]
+        # Discrete: a numpy integer, the space's own value (start included); else the row's
+        # array; Dict/Tuple: a tree of those (as gymnasium's vector envs hand them out).
+        action = spaces.tree_map(_first, actions) if self._tree_actions else actions[0]
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._obs[...] = obs
         self._reward[0] = reward
         self._terminated[0] = terminated
         self._truncated[0] = truncated
         return info
+
+
+def _first(array: np.ndarray) -> Any:
+    return array[0]
 
 
 class _GymGroupStepper(GroupStepper):
@@ -143,7 +163,8 @@ class _GymGroupStepper(GroupStepper):
     lists; reward and flags then reach the group's ``(k, 1)`` columns with one
     numpy assignment each per run. The actions an env sees are those of
     ``GymAdapter.step``: numpy integers (gymnasium checks Python ints more
-    slowly), Python ints shifted by the space's start, or the row's action array.
+    slowly) or the row's action array. Dict/Tuple observations are written leaf
+    by leaf through their :class:`~marl_vec.spaces.TreeView`.
     """
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
@@ -151,7 +172,6 @@ class _GymGroupStepper(GroupStepper):
         gyms: list[GymAdapter] = list(adapters)  # type: ignore[arg-type]  # GymAdapter.group_stepper checked
         self._env_steps = [adapter.env.step for adapter in gyms]  # bound once: a rebuilt env gets a new stepper
         self._obs_views = [adapter._obs for adapter in gyms]
-        self._action_start = gyms[0]._action_start
         self._discrete = gyms[0].spec.discrete
         # Discrete: the (k,) column of agent 0's actions; Box: each env's action array.
         self._action_column = block.actions[:, 0]
@@ -167,14 +187,7 @@ class _GymGroupStepper(GroupStepper):
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         env_steps, obs_views = self._env_steps, self._obs_views
         rewards, terminated, truncated = self._rewards, self._terminated, self._truncated
-        actions: Any
-        if not self._discrete:
-            actions = self._action_rows
-        elif self._action_start:
-            start = self._action_start
-            actions = [a + start for a in self._action_column.tolist()]
-        else:
-            actions = self._action_column
+        actions: Any = self._action_column if self._discrete else self._action_rows
         j = first
         try:
             for j in range(first, stop):

@@ -3,9 +3,13 @@
 Conventions (see README.md, "PettingZoo"):
 
 - Agents keep the order of ``possible_agents``.
-- Observations of different shapes are zero-padded to the largest (per dimension
-  when all have the same rank, else flattened and padded); ``spec.obs_padded`` says so.
-- Discrete action spaces of different sizes are padded; padded actions are never available.
+- Observations follow their space (see :mod:`marl_vec.spaces`; Dict/Tuple give trees).
+  Observations of different shapes are zero-padded to the largest, leaf by leaf (per
+  dimension when all have the same rank, else flattened and padded); ``spec.obs_padded``
+  says so.
+- Discrete action spaces of different sizes are padded; padded actions are never
+  available. Box action spaces of different shapes are padded to the largest, each
+  agent's bounds checked on its own part; the padding is ignored.
 - Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
   ``infos[agent]["action_mask"]`` (looked for in the infos of each episode's reset and
   first step); otherwise every native action is available.
@@ -21,15 +25,16 @@ Conventions (see README.md, "PettingZoo"):
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.gym import action_spec_of
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 
 
 def _inner_obs_space(space: gym.Space) -> tuple[gym.Space, bool]:
@@ -74,40 +79,15 @@ class PettingZooAdapter(NativeEnvAdapter):
         obs_spaces, self._obs_has_mask = [], []
         for agent in self.agent_ids:
             inner, has_mask = _inner_obs_space(env.observation_space(agent))
-            if not hasattr(inner, "shape") or inner.shape is None:
-                raise TypeError(
-                    f"{name}: observation space {inner} of agent {agent!r} is not supported; allowed: Box, "
-                    "Discrete, MultiDiscrete, MultiBinary, or a dict of 'observation' and 'action_mask'"
-                )
             obs_spaces.append(inner)
             self._obs_has_mask.append(has_mask)
-        # Every space has a shape: checked above.
-        self._obs_native_shapes = [tuple(cast("tuple[int, ...]", s.shape)) for s in obs_spaces]
-        obs_dtype = np.result_type(*[s.dtype for s in obs_spaces])
-        ranks = {len(s) for s in self._obs_native_shapes}
-        if len(set(self._obs_native_shapes)) == 1:
-            obs_shape, self._flatten_obs = self._obs_native_shapes[0], False
-        elif len(ranks) == 1:
-            obs_shape = tuple(int(d) for d in np.max(self._obs_native_shapes, axis=0))
-            self._flatten_obs = False
-        else:
-            obs_shape = (max(int(np.prod(s)) for s in self._obs_native_shapes),)
-            self._flatten_obs = True
-        obs_padded = any(s != obs_shape for s in self._obs_native_shapes)
-
-        action_specs = [action_spec_of(env.action_space(agent), f"{name}, agent {agent!r}") for agent in self.agent_ids]
-        if all(isinstance(a, DiscreteAction) for a in action_specs):
-            self._n_native = [a.n_actions for a in action_specs if isinstance(a, DiscreteAction)]  # all of them
-            self._action_starts = [int(getattr(env.action_space(a), "start", 0)) for a in self.agent_ids]
-            action: DiscreteAction | ContinuousAction = DiscreteAction(max(self._n_native))
-            actions_padded = len(set(self._n_native)) > 1
-        elif all(isinstance(a, ContinuousAction) for a in action_specs):
-            first = action_specs[0]
-            if any(a != first for a in action_specs):
-                raise TypeError(f"{name}: agents have different Box action spaces; marl_vec needs one shared Box")
-            action, actions_padded = first, False
-        else:
-            raise TypeError(f"{name}: agents mix Discrete and Box action spaces; marl_vec needs one kind")
+        # Leaf by leaf, each padded to the largest agent's (TypeError for unsupported spaces).
+        self._obs_layout = spaces.AgentLayout(obs_spaces, self.agent_ids, f"{name}: observation space")
+        obs_space = self._obs_layout.space
+        obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
+        obs_padded = self._obs_layout.padded
+        self._obs_is_tree = spaces.is_tree(obs_space)
+        action, actions_padded = self._action_spec(env, name)
 
         # Where the env's state is its agents' observations concatenated, take the
         # observations already written instead of computing them twice.
@@ -128,7 +108,53 @@ class PettingZooAdapter(NativeEnvAdapter):
             obs_padded=obs_padded,
             actions_padded=actions_padded,
             state_is_obs=not self._has_state,
+            obs_space=obs_space,
         )
+
+    def _action_spec(self, env: Any, name: str) -> tuple[ActionSpec, bool]:
+        """One action spec for every agent, and whether some agents' actions are padded.
+
+        Discrete spaces of different sizes are padded (extra actions never available;
+        they must share their start); Box spaces are padded to the largest with each
+        agent's own bounds; MultiDiscrete and MultiBinary must be equal for all agents.
+        """
+        native = [env.action_space(agent) for agent in self.agent_ids]
+        specs = [action_spec_of(space, f"{name}, agent {agent!r}") for space, agent in zip(native, self.agent_ids)]
+        self._n_native = [a.n_actions if isinstance(a, DiscreteAction) else 0 for a in specs]
+        self._nvec = specs[0].nvec if isinstance(specs[0], MultiDiscreteAction) else None
+        # Box actions of padded agents: each agent's (shape, flattened) window of its padded row.
+        self._action_windows: list[tuple[tuple[int, ...], bool]] | None = None
+        kinds = {type(a) for a in specs}
+        if len(kinds) > 1:
+            raise TypeError(f"{name}: agents mix action spaces {sorted(k.__name__ for k in kinds)}; "
+                            "marl_vec needs one kind for all agents")
+        first = specs[0]
+        if isinstance(first, DiscreteAction):
+            starts = {a.start for a in specs if isinstance(a, DiscreteAction)}
+            if len(starts) > 1:
+                raise TypeError(f"{name}: agents' Discrete action spaces start at different values {sorted(starts)}; "
+                                "marl_vec needs one start for all agents")
+            return DiscreteAction(max(self._n_native), start=starts.pop()), len(set(self._n_native)) > 1
+        if isinstance(first, ContinuousAction):
+            boxes = [a for a in specs if isinstance(a, ContinuousAction)]
+            if all(a == first for a in boxes):
+                return first, False
+            shapes = [a.shape for a in boxes]
+            shape, flatten = spaces.padded_shape(shapes)
+            dtype = np.result_type(*[a.dtype for a in boxes])
+            low = np.full((len(boxes), *shape), -np.inf)
+            high = np.full((len(boxes), *shape), np.inf)
+            for i, a in enumerate(boxes):
+                spaces.window(low[i], a.shape, flatten)[...] = np.broadcast_to(a.low, a.shape)
+                spaces.window(high[i], a.shape, flatten)[...] = np.broadcast_to(a.high, a.shape)
+            padded = any(s != shape for s in shapes)
+            if padded:
+                self._action_windows = [(s, flatten) for s in shapes]
+            return ContinuousAction(shape, low, high, np.dtype(dtype), agent_shapes=tuple(shapes)), padded
+        if any(a != first for a in specs):
+            raise TypeError(f"{name}: agents have different {type(first).__name__} action spaces "
+                            f"({', '.join(str(s) for s in native)}); marl_vec needs them equal")
+        return first, False
 
     @staticmethod
     def _env_has_state(env: Any) -> bool:
@@ -140,13 +166,13 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
-        # Each agent's native-shaped window into its padded obs row.
-        self._obs_views = []
-        for i, shape in enumerate(self._obs_native_shapes):
-            if self._flatten_obs:
-                self._obs_views.append(row.obs[i][: int(np.prod(shape))].reshape(shape))
-            else:
-                self._obs_views.append(row.obs[i][tuple(slice(0, d) for d in shape)])
+        # Each agent's native-shaped window into its padded obs row (Dict/Tuple
+        # observations: a TreeView, written with `view[...] = ob` all the same).
+        self._obs_views = [
+            spaces.writable(self._obs_layout.agent_views(i, spaces.tree_map(lambda a: a[i, ...], row.obs)))
+            for i in range(len(self.agent_ids))
+        ]
+        self._row_obs = spaces.writable(row.obs)
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
         # The agents alive after the last reset or step. Reading `env.agents` goes
         # through several wrapper __getattr__ calls, so it is read once per step.
@@ -156,18 +182,19 @@ class PettingZooAdapter(NativeEnvAdapter):
         self._env_masks = any(self._obs_has_mask)
         # The common case, stepped with few Python operations (see `step`): every
         # agent alive and listed in possible_agents order (set by `_write`), and our
-        # actions are the env's as they are (no Discrete start to add).
+        # actions are the env's as they are (no padded Box actions to cut).
         self._agent_list = list(self.agent_ids)
         self._all_alive = False
         self._discrete = self.spec.discrete
-        self._actions_as_given = not self._discrete or not any(self._action_starts)
+        self._tree_actions = isinstance(self.spec.action, TreeAction)
+        self._actions_as_given = self._action_windows is None and not self._tree_actions
 
     # -- writing results ----------------------------------------------------------
 
     def _write(self, obs: dict, infos: dict, live: list[str]) -> None:
         row, index = self.row, self._index
         if len(obs) < len(self.agent_ids):
-            row.obs.fill(0)
+            self._row_obs.fill(0)
         # Every agent the env still reports on gets its observation, also at the
         # step it leaves (its last one); only agents still in `agents` are alive.
         for agent, ob in obs.items():
@@ -183,7 +210,7 @@ class PettingZooAdapter(NativeEnvAdapter):
         avail = row.avail_actions
         if avail is not None and (live_changed or self._env_masks):
             avail.fill(False)
-            avail[:, 0] = True  # dead agents may only take the no-op
+            avail[..., 0] = True  # dead agents may only take the no-op (MultiDiscrete: per component)
             for agent in live:
                 i = index[agent]
                 mask = None
@@ -192,11 +219,23 @@ class PettingZooAdapter(NativeEnvAdapter):
                 else:
                     info = infos.get(agent)
                     mask = info.get("action_mask") if info else None
-                n = self._n_native[i]
-                avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+                if self._nvec is None:
+                    n = self._n_native[i]
+                    avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+                else:
+                    _write_multi_discrete_mask(avail[i], mask, self._nvec)
         if self._has_state:
             row.state[...] = self.env.state()
         # else: the buffers' state is these observations (spec.state_is_obs)
+
+    def _agent_actions(self, actions: Any) -> Any:
+        """Each agent's action: its row, for padded Box actions its own part of the row,
+        for Dict/Tuple actions the tree of its rows."""
+        if self._tree_actions:
+            return [spaces.tree_map(lambda a: a[i], actions) for i in range(len(self.agent_ids))]
+        if self._action_windows is None:
+            return actions
+        return [spaces.window(actions[i], shape, flat) for i, (shape, flat) in enumerate(self._action_windows)]
 
     def _look_for_masks(self, infos: dict | None) -> None:
         """Masks in infos are looked for at the start of each episode, not every step."""
@@ -220,12 +259,11 @@ class PettingZooAdapter(NativeEnvAdapter):
             # Python ints at once (cheaper than indexing numpy per agent); Box: row views.
             native = dict(zip(self.agent_ids, actions.tolist() if self._discrete else actions))
         elif self._discrete:
-            acting = self._live or []
-            starts = self._action_starts
             chosen = actions.tolist()
-            native = {a: chosen[index[a]] + starts[index[a]] for a in acting}
+            native = {a: chosen[index[a]] for a in (self._live or [])}
         else:
-            native = {a: actions[index[a]] for a in (self._live or [])}
+            per_agent = self._agent_actions(actions)
+            native = {a: per_agent[index[a]] for a in (self._live or [])}
         obs, rewards, terms, truncs, infos = self.env.step(native)
         if self._fresh_episode:
             self._look_for_masks(infos)
@@ -269,6 +307,27 @@ class PettingZooAdapter(NativeEnvAdapter):
             # The env ended; an agent it never flagged was cut off with it.
             np.logical_or(truncated, ~(terminated | truncated), out=truncated)
         return {"agents": infos} if infos and any(infos.values()) else {}
+
+
+def _write_multi_discrete_mask(avail: np.ndarray, mask: Any, nvec: tuple[int, ...]) -> None:
+    """One agent's ``(k, max_n)`` availability from a MultiDiscrete mask: None (all),
+    a sequence of k per-component masks (gymnasium's ``sample(mask=...)`` form),
+    a ``(k, >= max n)`` array or the k masks concatenated."""
+    if mask is None:
+        for c, n in enumerate(nvec):
+            avail[c, :n] = True
+        return
+    if isinstance(mask, (tuple, list)):
+        parts = [np.asarray(m, dtype=bool) for m in mask]
+    else:
+        array = np.asarray(mask, dtype=bool)
+        if array.ndim == 2:
+            parts = list(array)
+        else:
+            bounds = np.cumsum((0, *nvec))
+            parts = [array[bounds[c]:bounds[c + 1]] for c in range(len(nvec))]
+    for c, (n, part) in enumerate(zip(nvec, parts)):
+        avail[c, :n] = part[:n]
 
 
 def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:

@@ -20,15 +20,39 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
+from marl_vec.vec.action_checks import LeafCheck, leaf_label
+
+REWARD_DTYPES = ("float32", "float64")
+
+
+def parse_reward_dtype(value: Any) -> np.dtype | None:
+    """``"float32"``/``"float64"`` (or those numpy dtypes) as a dtype; None stays None."""
+    if value is None:
+        return None
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.name not in REWARD_DTYPES:
+        raise ValueError(f"reward_dtype must be one of {', '.join(REWARD_DTYPES)} (or None: the family's), "
+                         f"got {value!r}")
+    return dtype
+
+
+def with_reward_dtype(spec: EnvSpec, reward_dtype: Any) -> EnvSpec:
+    """``spec`` with its reward dtype overridden (None: as the adapter says)."""
+    dtype = parse_reward_dtype(reward_dtype)
+    return spec if dtype is None or dtype == spec.reward_dtype else replace(spec, reward_dtype=dtype)
 
 
 @dataclass
@@ -38,11 +62,14 @@ class StepResult:
     Shapes, for E envs and A agents: ``obs`` (E, A, *obs_shape), ``state``
     (E, *state_shape), ``avail_actions`` (E, A, n_actions) or None,
     ``agent_mask``/``reward``/``terminated``/``truncated`` (E, A), ``done`` (E,).
-    ``final_*`` are set in the same_step and fast modes only, valid where ``done``.
+    For Dict/Tuple observation spaces ``obs``, ``final_obs`` (and a state made of
+    the observations) are dicts / tuples of such arrays, one per leaf.
+    ``final_*`` are set in the same_step and fast modes only, valid where ``done``
+    (zeros elsewhere).
     """
 
-    obs: np.ndarray
-    state: np.ndarray
+    obs: Any
+    state: Any
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -50,8 +77,8 @@ class StepResult:
     truncated: np.ndarray
     done: np.ndarray
     infos: list[dict[str, Any]]
-    final_obs: np.ndarray | None = None
-    final_state: np.ndarray | None = None
+    final_obs: Any = None
+    final_state: Any = None
     final_avail_actions: np.ndarray | None = None
 
     def __iter__(self):
@@ -79,7 +106,10 @@ class VecEnv(ABC):
         copy: bool = True,
         validate: bool = True,
         stats_window: int = 100,
+        reward_dtype: Any = None,
     ):
+        # Backends allocate their buffers from self.spec, which carries the reward dtype.
+        spec = with_reward_dtype(spec, reward_dtype)
         self.spec = spec
         self.num_envs = num_envs
         self.autoreset = AutoresetMode.parse(autoreset)
@@ -91,24 +121,32 @@ class VecEnv(ABC):
         self._waiting = False
         self._has_reset = False
         self._agent_ids = spec.agents
+        # One array each (the fast path) or a tree of them (Dict/Tuple observations).
+        self._obs_is_tree = spec.obs_is_tree
+        self._final_layout: list[tuple[tuple[int, ...], np.dtype]] | None = None  # see _final_copies
         action = spec.action
+        A = spec.n_agents
         # Read at every step by the validation.
-        self._actions_shape = (num_envs, spec.n_agents, *spec.action_shape)
+        self._actions_shape = (num_envs, A, *spec.action_shape)
         self._discrete = spec.discrete
+        self._action = action
         if isinstance(action, DiscreteAction):
             self._n_actions = action.n_actions
+            self._start = action.start
             # Scratch for the allocation-free availability check: flat index of
-            # (env, agent, action) = base + action.
-            self._flat_base = np.arange(num_envs * spec.n_agents, dtype=np.int64) * action.n_actions
+            # (env, agent, action) = base + action - start.
+            self._flat_base = np.arange(num_envs * A, dtype=np.int64) * action.n_actions
             self._flat_index = np.empty_like(self._flat_base)
-            self._chosen = np.empty(num_envs * spec.n_agents, dtype=bool)
-            self._in_range = np.empty((num_envs, spec.n_agents), dtype=bool)
+            self._shifted = np.empty((num_envs, A), dtype=np.int64)  # actions - start
+            self._chosen = np.empty(num_envs * A, dtype=bool)
+            self._in_range = np.empty((num_envs, A), dtype=bool)
             self._unsigned: dict[np.dtype, np.dtype] = {}  # action dtype -> its unsigned twin
-        else:
-            self._low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), spec.action_shape)
-            self._high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), spec.action_shape)
-        # Read-only zero final_* arrays for steps where no env finished (see _final_copies).
-        self._no_final: tuple[Any, Any, Any] | None = None
+        # (path, check) of the action kind (for Discrete: what explains a failed fast
+        # check), or of each leaf of Dict/Tuple actions (see action_checks.py).
+        self._leaf_checks: list[tuple[spaces.Path, LeafCheck]] = (
+            [(path, LeafCheck(leaf, spec.agents, path)) for path, leaf in action.leaves]
+            if isinstance(action, TreeAction) else [((), LeafCheck(action, spec.agents))]
+        )
 
     # -- what a backend implements --------------------------------------------
 
@@ -301,6 +339,9 @@ class VecEnv(ABC):
             raise EnvFinishedError.for_env(int(np.flatnonzero(done)[0]))
 
     def _write_actions(self, actions: Any) -> None:
+        if isinstance(self._action, TreeAction):
+            self._write_tree_actions(actions)
+            return
         buf = self.buffers.actions
         actions = np.asarray(actions)
         if self.validate:
@@ -310,33 +351,49 @@ class VecEnv(ABC):
         buf[...] = actions  # casts like np.copyto(casting="unsafe"), for less call overhead
 
     def _validate(self, actions: np.ndarray) -> None:
-        spec = self.spec
         if actions.shape != self._actions_shape:
-            E, A = self.num_envs, spec.n_agents
-            what = "integer per agent" if spec.discrete else f"array of shape {spec.action_shape} per agent"
-            raise ValueError(
-                f"actions must have shape {self._actions_shape} (num_envs={E}, n_agents={A}, one {what}), "
-                f"got {actions.shape}"
-            )
+            raise self._shape_error(actions, self._actions_shape, self._leaf_checks[0][1])
         mask = self.buffers.agent_mask
         if self._discrete:
             if actions.dtype.kind not in "iu":
                 raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
             if self._all_available(actions):
                 return
-            self._explain_discrete(actions, mask)
-        else:
-            if actions.dtype.kind not in "fiu":
-                raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
-            axes = tuple(range(2, actions.ndim))
-            outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
-            bad = (outside.any(axis=axes) if axes else outside) & mask
-            if bad.any():
-                e, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(
-                    f"action {actions[e, a].tolist()} for env {e}, agent {self._agent_ids[a]!r} is outside "
-                    f"the action space [{self._low.tolist()}, {self._high.tolist()}]"
-                )
+        # Raises for the first live agent whose action is wrong; quiet when only dead
+        # agents' actions were off (those are ignored).
+        self._leaf_checks[0][1](actions, mask, self.buffers.avail_actions)
+
+    def _shape_error(self, actions: np.ndarray, shape: tuple[int, ...], check: LeafCheck) -> ValueError:
+        E, A = self.num_envs, self.spec.n_agents
+        return ValueError(
+            f"{check.what.replace('action', 'actions', 1)} must have shape {shape} (num_envs={E}, n_agents={A}, "
+            f"one {check.describe()} per agent), got {actions.shape}"
+        )
+
+    def _write_tree_actions(self, actions: Any) -> None:
+        """Dict/Tuple actions: the same tree of (E, A, *leaf_shape) arrays, each leaf checked."""
+        mask = self.buffers.agent_mask
+        arrays = spaces.tree_leaves(self.buffers.actions)
+        for (path, check), buf in zip(self._leaf_checks, arrays):
+            value: Any = actions
+            for key in path:
+                try:
+                    value = value[key]
+                except (KeyError, IndexError, TypeError):
+                    raise ValueError(
+                        f"actions must be a tree like the action space {self.spec.action_space}: "
+                        f"{leaf_label(path)} is missing"
+                    ) from None
+            value = np.asarray(value)
+            if value.shape != buf.shape:
+                raise self._shape_error(value, buf.shape, check)
+            if self.validate:
+                check(value, mask)
+        for buf, (path, _) in zip(arrays, self._leaf_checks):  # written only once all are valid
+            value = actions
+            for key in path:
+                value = value[key]
+            buf[...] = value
 
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.
@@ -345,6 +402,9 @@ class VecEnv(ABC):
         cost about a microsecond each on small arrays, ``count_nonzero`` a fifth of
         that; the checks are built from it.
         """
+        if self._start:
+            np.subtract(actions, self._start, out=self._shifted, casting="unsafe")
+            actions = self._shifted
         # Viewed as unsigned, a negative action is huge: one comparison checks both ends.
         dtype = actions.dtype
         unsigned_dtype = self._unsigned.get(dtype)
@@ -365,33 +425,6 @@ class VecEnv(ABC):
         avail.reshape(-1).take(self._flat_index, out=self._chosen)
         return np.count_nonzero(self._chosen) == self._chosen.size
 
-    def _explain_discrete(self, actions: np.ndarray, mask: np.ndarray) -> None:
-        """Raise for the first live agent whose action is out of range or unavailable.
-
-        Returns quietly when only dead agents' actions were off: those are ignored.
-        """
-        n, avail = self._n_actions, cast(np.ndarray, self.buffers.avail_actions)  # discrete actions: never None
-        # Comparisons of any integer dtype with Python ints are exact (no common-type cast).
-        out_of_range = (actions < 0) | (actions >= n)
-        bad = out_of_range & mask
-        if bad.any():
-            e, a = (int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(
-                f"action {int(actions[e, a])} for env {e}, agent {self._agent_ids[a]!r} is out of range; "
-                f"allowed: 0..{n - 1}"
-            )
-        # Only dead agents' actions may be out of range; int64 holds the others exactly.
-        index = np.where(out_of_range, 0, actions).astype(np.int64)
-        chosen = np.take_along_axis(avail, index[..., None], axis=2)[..., 0]
-        bad = ~chosen & mask
-        if bad.any():
-            e, a = (int(x) for x in np.argwhere(bad)[0])
-            allowed = np.flatnonzero(avail[e, a]).tolist()
-            raise ValueError(
-                f"action {int(actions[e, a])} for env {e}, agent {self._agent_ids[a]!r} is not available; "
-                f"available now: {allowed}"
-            )
-
     def _restart_block(self, envs: range, reset: Callable[[], dict[int, dict[str, Any]] | None],
                        details: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """Envs ``envs`` lost their process in this step (a worker or actor died) and a
@@ -405,11 +438,9 @@ class VecEnv(ABC):
         process, so there is no ``"episode"`` summary.
         """
         buf, rows = self.buffers, slice(envs.start, envs.stop)
-        assert buf.final_obs is not None and buf.final_state is not None  # same_step, fast
-        buf.final_obs[rows] = buf.obs[rows]
-        buf.final_state[rows] = buf.state[rows]
-        if buf.avail_actions is not None and buf.final_avail_actions is not None:
-            buf.final_avail_actions[rows] = buf.avail_actions[rows]
+        for name in ("obs", "state", "avail_actions"):
+            for final, current in zip(buf.leaves("final_" + name), buf.leaves(name)):
+                final[rows] = current[rows]
         reset_infos = reset() or {}
         buf.reward[rows] = 0.0
         buf.terminated[rows] = False
@@ -424,8 +455,12 @@ class VecEnv(ABC):
         return infos
 
     def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
-        """The StepResult of the buffers; ``any_done``: whether some env is done (None: look)."""
-        buf, spec = self.buffers, self.spec
+        """The StepResult of the buffers; ``any_done``: whether some env is done (None: look).
+
+        With ``copy`` every returned array is a fresh copy, sharing memory with no
+        other (the state too, where the buffers keep it as a view of the observations).
+        """
+        buf = self.buffers
         avail = buf.avail_actions
         if not self.copy:
             return StepResult(
@@ -433,9 +468,10 @@ class VecEnv(ABC):
                 buf.done, infos, *((buf.final_obs, buf.final_state, buf.final_avail_actions)
                                    if self._keeps_final else (None, None, None)),
             )
-        obs = buf.obs.copy()
-        # Where the state is the observations concatenated, its copy is a view of theirs.
-        state = obs.reshape(buf.state.shape) if spec.state_is_obs else buf.state.copy()
+        if self._obs_is_tree:
+            obs, state = spaces.tree_map(_copy, buf.obs), spaces.tree_map(_copy, buf.state)
+        else:
+            obs, state = buf.obs.copy(), buf.state.copy()
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -445,19 +481,30 @@ class VecEnv(ABC):
         )
 
     def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any]:
-        """``final_*`` are valid only where an env finished. On the many steps where
-        none did, return read-only zero arrays made once instead of copying
-        (for pixel observations these copies would dominate the step)."""
+        """Copies of ``final_*``, or where no env finished, fresh zeros.
+
+        ``final_*`` are valid only where an env finished. On the many steps where
+        none did, ``np.zeros`` is cheaper than a copy: it takes zeroed pages from
+        the allocator (calloc) without touching them, which for pixel observations
+        is most of the difference.
+        """
         avail = buf.final_avail_actions
-        if not any_done:
-            if self._no_final is None:
-                zeros = [np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
-                for z in zeros:
-                    z.flags.writeable = False
-                # Three arrays: (final_obs, final_state, final_avail_actions or None).
-                self._no_final = cast("tuple[Any, Any, Any]", (*zeros, None) if avail is None else tuple(zeros))
-            return self._no_final
-        final_obs = buf.final_obs.copy()
-        final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
-                       else buf.final_state.copy())
-        return final_obs, final_state, None if avail is None else avail.copy()
+        if self._obs_is_tree:
+            fresh: Callable[[np.ndarray], np.ndarray] = _copy if any_done else _zeros_like
+            return (spaces.tree_map(fresh, buf.final_obs), spaces.tree_map(fresh, buf.final_state),
+                    None if avail is None else fresh(avail))
+        if any_done:
+            return buf.final_obs.copy(), buf.final_state.copy(), None if avail is None else avail.copy()
+        if self._final_layout is None:  # shapes and dtypes, read once: this runs on most steps
+            self._final_layout = [(a.shape, a.dtype) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
+        zeros = [np.zeros(shape, dtype) for shape, dtype in self._final_layout]
+        return zeros[0], zeros[1], zeros[2] if avail is not None else None
+
+
+def _copy(array: np.ndarray) -> np.ndarray:
+    return array.copy()  # the method: np.copy's Python wrapper costs more than the copy of a small array
+
+
+def _zeros_like(array: np.ndarray) -> np.ndarray:
+    """``np.zeros_like`` fills its result; ``np.zeros`` gets calloc'ed (untouched) memory."""
+    return np.zeros(array.shape, array.dtype)

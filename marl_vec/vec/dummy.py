@@ -36,6 +36,8 @@ class DummyVecEnv(VecEnv):
         validate: check actions' shape, range and availability.
         restart_on_error: per-env budget of rebuilds after an env raises (see
             :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
+        reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
+            (default): the family's (float64 for gymnasium envs, else float32).
     """
 
     def __init__(
@@ -47,14 +49,14 @@ class DummyVecEnv(VecEnv):
         validate: bool = True,
         stats_window: int = 100,
         restart_on_error: int = 0,
+        reward_dtype: str | None = None,
     ):
         if not env_fns:
             raise ValueError("DummyVecEnv needs at least one env_fn")
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
-            spec = adapters[0].spec
-            super().__init__(spec, len(adapters), autoreset, copy, validate, stats_window)
-            self.buffers = BatchBuffers(spec, len(adapters))
+            super().__init__(adapters[0].spec, len(adapters), autoreset, copy, validate, stats_window, reward_dtype)
+            self.buffers = BatchBuffers(self.spec, len(adapters))
             self.group = EnvGroup(
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
             )

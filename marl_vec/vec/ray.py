@@ -37,11 +37,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
-from marl_vec.vec.base import VecEnv
+from marl_vec.vec.base import VecEnv, parse_reward_dtype, with_reward_dtype
 from marl_vec.vec.worker import STEP
 
 _CLOSE = pickle.dumps(("close",))
@@ -137,13 +138,13 @@ class _GroupHost:
     """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
-                 env_seed: int | None, group_kwargs: dict[str, Any]):
+                 env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
         from marl_vec.envs.registry import as_adapter
         from marl_vec.group import EnvGroup
 
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
-            spec = adapters[0].spec
+            spec = with_reward_dtype(adapters[0].spec, reward_dtype)  # the driver's layout
             self.buffers = BatchBuffers(spec, len(adapters))
             # row_offset: row 0 of these buffers is global env `start`, so seeds and
             # messages use global indices while the buffers hold only this block.
@@ -157,8 +158,9 @@ class _GroupHost:
         self._env_fns, self._autoreset, self._env_seed = env_fns, autoreset, env_seed
         self._group_kwargs = group_kwargs
         buf = self.buffers
-        self._out = tuple(getattr(buf, name) for name in _STEP_FIELDS if getattr(buf, name) is not None)
-        self._finals = tuple(getattr(buf, name) for name in _FINAL_FIELDS if getattr(buf, name) is not None)
+        # Every array, trees of observations leaf by leaf.
+        self._out = tuple(a for name in _STEP_FIELDS for a in buf.leaves(name))
+        self._finals = tuple(a for name in _FINAL_FIELDS for a in buf.leaves(name))
         self._keeps_final = self.group.mode.keeps_final
 
     def spec(self):
@@ -196,7 +198,7 @@ class _GroupHost:
         return self._out, None, {j: info for j, info in zip(ids, infos) if info}
 
     def step(self, actions: np.ndarray):
-        np.copyto(self.group.actions, actions)
+        spaces.tree_map(np.copyto, self.group.actions, actions)  # Dict/Tuple actions: leaf by leaf
         infos = self.group.step()
         finals = None
         done = self.group.done
@@ -260,6 +262,8 @@ class RayVecEnv(VecEnv):
             calls; ``"ray"``: every actor answers Ray calls (what crosses machines).
         ray_config: the same options as a mapping (the config file's ``vec.ray``);
             an option may be given here or as a keyword, not both.
+        reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
+            (default): the family's (float64 for gymnasium envs, else float32).
     """
 
     def __init__(
@@ -281,6 +285,7 @@ class RayVecEnv(VecEnv):
         timeout: float = 600.0,
         transport: str = "auto",
         ray_config: Mapping[str, Any] | None = None,
+        reward_dtype: str | None = None,
     ):
         if not env_fns:
             raise ValueError("RayVecEnv needs at least one env_fn")
@@ -300,6 +305,8 @@ class RayVecEnv(VecEnv):
                 f"machine, Ray calls for the others) or 'ray' (Ray calls for every actor)"
             )
         self._mode = mode = AutoresetMode.parse(autoreset)
+        self._reward_dtype = reward_dtype
+        parse_reward_dtype(reward_dtype)  # fails before a cluster starts
         ray = _ray()
         num_envs = len(env_fns)
         self.timeout = float(opts["timeout"])
@@ -344,23 +351,22 @@ class RayVecEnv(VecEnv):
             spec = specs[0]
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
-            super().__init__(spec, num_envs, mode, copy, validate, stats_window)
+            super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             self._here = _driver_node(ray) if self.transport == "auto" else None
             local = self._local_actors(range(workers))
             # The batch lives in shared memory when some actor can map it.
-            self.buffers = BatchBuffers(spec, num_envs, shared=bool(local))
+            self.buffers = BatchBuffers(self.spec, num_envs, shared=bool(local))
             for w in local:
                 self._links[w] = self._link(w)
         except BaseException:
             self._close()
             raise
         buf = self.buffers
-        present = [name for name in _STEP_FIELDS if getattr(buf, name) is not None]
-        finals = [name for name in _FINAL_FIELDS if getattr(buf, name) is not None]
-        # Per actor, the destination views of its block, built once.
-        self._dst = [tuple(getattr(buf, name)[b.start:b.stop] for name in present) for b in self.blocks]
-        self._final_dst = tuple(getattr(buf, name) for name in finals)
-        self._act = [buf.actions[b.start:b.stop] for b in self.blocks]
+        present = [a for name in _STEP_FIELDS for a in buf.leaves(name)]
+        # Per actor, the destination views of its block, built once (leaf by leaf, as the actor sends).
+        self._dst = [tuple(a[b.start:b.stop] for a in present) for b in self.blocks]
+        self._final_dst = tuple(a for name in _FINAL_FIELDS for a in buf.leaves(name))
+        self._act = [spaces.tree_map(lambda a, b=b: a[b.start:b.stop], buf.actions) for b in self.blocks]
 
     @property
     def linked(self) -> list[bool]:
@@ -370,7 +376,7 @@ class RayVecEnv(VecEnv):
     def _new_actor(self, w: int, env_seed: int | None) -> Any:
         block = self.blocks[w]
         return self._actor_cls.remote([self._env_fns[i] for i in block], block.start, self._mode.value,
-                                      env_seed, self._group_kwargs)
+                                      env_seed, self._group_kwargs, self._reward_dtype)
 
     # -- the same-node link ----------------------------------------------------------
 

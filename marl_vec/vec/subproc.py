@@ -115,6 +115,8 @@ class SubprocVecEnv(VecEnv):
             (None: no limit; a dead worker is still detected at once). Building the
             envs at start may take ``max(timeout, 120)`` s.
         close_timeout: seconds ``close()`` waits for workers to exit before killing them.
+        reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
+            (default): the family's (float64 for gymnasium envs, else float32).
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class SubprocVecEnv(VecEnv):
         restart_on_error: int = 0,
         timeout: float | None = 300.0,
         close_timeout: float = 10.0,
+        reward_dtype: str | None = None,
     ):
         env_fns = list(env_fns)
         if not env_fns:
@@ -176,10 +179,11 @@ class SubprocVecEnv(VecEnv):
             start_timeout = None if timeout is None else max(timeout, START_TIMEOUT)
             replies = self._collect("start", range(num_workers), start_timeout)
             spec = self._check_specs(replies)
-            super().__init__(spec, num_envs, mode, copy, validate, stats_window)
-            self.buffers = BatchBuffers(spec, num_envs, shared=True)
+            super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
+            self.buffers = BatchBuffers(self.spec, num_envs, shared=True)
             self._buffers_holder.append(self.buffers)
-            self._send_all(pickle.dumps(("attach", self.buffers.shm_name)))
+            # The workers lay out the block from the same spec (reward dtype included).
+            self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
             self._collect("start", range(num_workers), start_timeout)
         except BaseException:
             self._finalizer()
@@ -417,7 +421,7 @@ class SubprocVecEnv(VecEnv):
             _pid, specs = self._collect("start", [w], start_timeout)[w]
             for j, other in enumerate(specs):
                 self.spec.check_same(other, start + j)
-            self._send(w, pickle.dumps(("attach", self.buffers.shm_name)), "start")
+            self._send(w, pickle.dumps(("attach", self.buffers.shm_name, self.spec)), "start")
             self._collect("start", [w], start_timeout)
         except Exception as exc:  # the replacement failed: this batch cannot go on
             self._broken = WorkerError("restart", w, None, f"replacing dead worker {w} ({what}) failed: {exc!r}")

@@ -121,7 +121,8 @@ def worker_main(
             _close_all(adapters)
             return
         try:
-            buffers = BatchBuffers(adapters[0].spec, num_envs, attach=args[0])
+            shm_name, spec = args  # the parent's spec: its layout of the block
+            buffers = BatchBuffers(spec, num_envs, attach=shm_name)
             group = EnvGroup(
                 env_fns, buffers, start, autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
             )

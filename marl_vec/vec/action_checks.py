@@ -1,0 +1,155 @@
+"""Checks of one batch of actions of one leaf kind: Box, Discrete, MultiDiscrete, MultiBinary.
+
+Each check takes the ``(E, A, *shape)`` actions of one leaf, the ``(E, A)``
+agent mask (dead agents' actions are ignored) and raises ``ValueError`` naming
+the env, the agent, the action and what is allowed. VecEnv keeps its own
+allocation-free fast path for plain Discrete actions and uses these for the
+rest, and for every leaf of Dict/Tuple action spaces.
+
+Example:
+    >>> import numpy as np
+    >>> from marl_vec.spec import MultiBinaryAction
+    >>> check = LeafCheck(MultiBinaryAction((2,)), ("a",))
+    >>> check(np.array([[[0, 2]]]), np.ones((1, 1), bool))
+    Traceback (most recent call last):
+    ...
+    ValueError: action [0, 2] for env 0, agent 'a' is not binary; allowed: 0 and 1
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from marl_vec import spaces
+from marl_vec.spec import ContinuousAction, DiscreteAction, LeafAction, MultiBinaryAction, MultiDiscreteAction
+
+
+def leaf_label(path: spaces.Path) -> str:
+    """``action`` for a leaf space; ``action['move']``, ``action[1]['id']`` inside trees."""
+    return "action" + "".join(f"[{p!r}]" for p in path)
+
+
+class LeafCheck:
+    """Checks actions of one leaf spec for ``agent_ids``; ``path``: the leaf's place in a tree."""
+
+    def __init__(self, action: LeafAction, agent_ids: Sequence[str], path: spaces.Path = ()):
+        self.action, self.agent_ids, self.what = action, tuple(agent_ids), leaf_label(path)
+        A = len(self.agent_ids)
+        if isinstance(action, ContinuousAction):
+            # Per agent (A, *shape): padded agents have their own bounds, and the
+            # padding entries (outside every agent's own shape) are not checked.
+            shape = action.shape
+            self.low = np.broadcast_to(np.asarray(action.low, dtype=np.float64), (A, *shape))
+            self.high = np.broadcast_to(np.asarray(action.high, dtype=np.float64), (A, *shape))
+            self.checked: np.ndarray | None = None
+            if action.padded and action.agent_shapes is not None:
+                checked = np.zeros((A, *shape), dtype=bool)
+                for a, native in enumerate(action.agent_shapes):
+                    spaces.window(checked[a], native, len(native) != len(shape))[...] = True
+                self.checked = checked
+        elif isinstance(action, MultiDiscreteAction):
+            self.start = np.asarray(action.start, dtype=np.int64)
+            self.n = np.asarray(action.nvec, dtype=np.int64)
+
+    def describe(self) -> str:
+        """What one agent gives, for shape errors."""
+        action = self.action
+        if isinstance(action, DiscreteAction):
+            return f"integer in {action.start}..{action.start + action.n_actions - 1}"
+        if isinstance(action, MultiDiscreteAction):
+            return f"array of {len(action.nvec)} integers (MultiDiscrete)"
+        if isinstance(action, MultiBinaryAction):
+            return f"array of shape {action.shape} of 0/1 (MultiBinary)"
+        return f"array of shape {action.shape}"
+
+    def _first_bad(self, bad: np.ndarray) -> tuple[int, int, str]:
+        e, a = (int(x) for x in np.argwhere(bad)[0])
+        return e, a, f"for env {e}, agent {self.agent_ids[a]!r}"
+
+    def __call__(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None = None) -> None:
+        action = self.action
+        if isinstance(action, ContinuousAction):
+            self._box(actions, mask)
+        elif isinstance(action, DiscreteAction):
+            self._discrete(actions, mask, avail)
+        elif isinstance(action, MultiDiscreteAction):
+            self._multi_discrete(actions, mask, avail)
+        else:
+            self._multi_binary(actions, mask)
+
+    def _box(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        if actions.dtype.kind not in "fiu":
+            raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
+        axes = tuple(range(2, actions.ndim))
+        outside = (actions < self.low) | (actions > self.high) | ~np.isfinite(actions)
+        if self.checked is not None:
+            outside &= self.checked
+        bad = (outside.any(axis=axes) if axes else outside) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            low, high, value = self.low[a], self.high[a], actions[e, a]
+            agent_shapes = self.action.agent_shapes if isinstance(self.action, ContinuousAction) else None
+            if self.checked is not None and agent_shapes is not None:  # show the agent's own part
+                native = agent_shapes[a]
+                flat = len(native) != len(self.action.shape)
+                low, high, value = (spaces.window(x, native, flat) for x in (low, high, value))
+            raise ValueError(
+                f"{self.what} {value.tolist()} {where} is outside the action space [{low.tolist()}, {high.tolist()}]"
+            )
+
+    def _discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None) -> None:
+        """Raise for the first live agent whose action is out of range or unavailable."""
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
+        action = self.action
+        assert isinstance(action, DiscreteAction)
+        n, start = action.n_actions, action.start
+        index = actions.astype(np.int64) - start  # position in avail_actions
+        bad = ((index < 0) | (index >= n)) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            raise ValueError(f"{self.what} {actions[e, a]} {where} is out of range; allowed: {start}..{start + n - 1}")
+        if avail is None:
+            return
+        chosen = np.take_along_axis(avail, np.clip(index, 0, n - 1)[..., None], axis=2)[..., 0]
+        bad = ~chosen & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            allowed = (np.flatnonzero(avail[e, a]) + start).tolist()
+            raise ValueError(f"{self.what} {actions[e, a]} {where} is not available; available now: {allowed}")
+
+    def _multi_discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None) -> None:
+        if actions.dtype.kind not in "iu":
+            raise ValueError(f"MultiDiscrete actions must be integers, got dtype {actions.dtype}")
+        action = self.action
+        assert isinstance(action, MultiDiscreteAction)
+        offset = actions.astype(np.int64) - self.start  # value - start, per component
+        bad = ((offset < 0) | (offset >= self.n)).any(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            allowed = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(action.start, action.nvec))
+            raise ValueError(
+                f"{self.what} {actions[e, a].tolist()} {where} is out of range; allowed per component: [{allowed}]"
+            )
+        if avail is None or np.count_nonzero(avail) == avail.size:
+            return
+        chosen = np.take_along_axis(avail, offset[..., None], axis=3)[..., 0]  # avail: (E, A, k, max_n)
+        bad = ~chosen.all(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            c = int(np.flatnonzero(~chosen[e, a])[0])
+            values = (np.flatnonzero(avail[e, a, c]) + action.start[c]).tolist()
+            raise ValueError(
+                f"{self.what} {actions[e, a].tolist()} {where} is not available: component {c} may now take {values}"
+            )
+
+    def _multi_binary(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        if actions.dtype.kind not in "iub":
+            raise ValueError(f"MultiBinary actions must be 0/1 integers or bools, got dtype {actions.dtype}")
+        E, A = actions.shape[:2]
+        bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
+        if bad.any():
+            e, a, where = self._first_bad(bad)
+            raise ValueError(f"{self.what} {actions[e, a].tolist()} {where} is not binary; allowed: 0 and 1")
