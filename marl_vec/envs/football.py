@@ -54,6 +54,7 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.envs.extras import require
 from marl_vec.spec import DiscreteAction, EnvSpec
 
 REPRESENTATIONS = ("simple115v2", "simple115", "extracted")
@@ -69,8 +70,6 @@ def _n_actions(space: Any) -> int:
 
 
 def _gfootball() -> Any:
-    from marl_vec.envs.registry import require
-
     what = "Google Research Football (see scripts/install_football.sh)"
     # gfootball is built on the old gym, which prints a notice to migrate to
     # gymnasium on import: advice for gfootball, not for our users.

@@ -33,6 +33,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.envs.extras import require
 from marl_vec.envs.gym import action_spec_of
 from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 
@@ -336,8 +337,6 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
     ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
     """
-    from marl_vec.envs.registry import require
-
     module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
     if not hasattr(module, "parallel_env"):
         raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")

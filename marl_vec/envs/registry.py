@@ -2,7 +2,9 @@
 
 Each family lives in its own module, imported only when used, so that a missing
 optional dependency costs nothing until it is needed, and then fails with the
-extra to install.
+extra to install (:mod:`marl_vec.envs.extras`; ``require`` and
+``MissingExtraError`` are re-exported here). The registry sits above the
+families: it may import them (lazily), they never import it.
 
 Example:
     >>> env = make_env("gym", "CartPole-v1")
@@ -16,14 +18,12 @@ from __future__ import annotations
 import functools
 import importlib
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Callable
 
 from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.envs.extras import MissingExtraError, require
 
-
-class MissingExtraError(ImportError):
-    """An optional dependency of an env family (or backend) is not installed."""
+__all__ = ["FAMILIES", "Family", "MissingExtraError", "as_adapter", "family", "make_env", "make_env_fn", "require"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,6 @@ FAMILIES: dict[str, Family] = {
                "a StarCraft II map, e.g. DefeatRoaches or 3m"),
     )
 }
-
-
-def require(module: str, extra: str | None, what: str = "") -> ModuleType:
-    """Import ``module``; if it is missing, say which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        for_what = f" for {what}" if what else ""
-        hint = f"pip install 'marl_vec[{extra}]'" if extra else "pip install marl_vec"
-        raise MissingExtraError(f"{module} is needed{for_what} but cannot be imported ({exc}); install it with: {hint}") from exc
 
 
 def family(name: str) -> Family:
