@@ -447,7 +447,7 @@ def test_sc2_without_the_game_names_sc2path(tmp_path, monkeypatch):
     monkeypatch.setenv("SC2PATH", str(tmp_path))
     with pytest.raises(GameNotFoundError, match=rf"no StarCraft II game at {tmp_path} \(SC2PATH\).*set SC2PATH"):
         make_starcraft2("3m")
-    (tmp_path / "Versions").mkdir()
+    (tmp_path / "Versions" / "Base75689").mkdir(parents=True)  # an installed game version, as the game lays it out
     with pytest.raises(GameNotFoundError, match=r"map 'DefeatRoaches' not found: no file .*Maps/mini_games/DefeatRoaches.SC2Map"):
         mv.envs.registry.make_env("starcraft2", "DefeatRoaches")
 
@@ -508,3 +508,25 @@ def test_sc2_subproc_matches_dummy():
     for dummy, sub in zip(*results):
         for a, b in zip(dummy, sub):
             np.testing.assert_array_equal(a, b)
+
+
+def test_pysc2_flags_have_their_defaults_outside_absl_app(tmp_path, monkeypatch):
+    """Launching the game reads pysc2's absl flags; outside ``absl.app.run`` that raised
+    UnparsedFlagAccessError before the game was even looked for. In a fresh process
+    (absl's FLAGS are global), pysc2's run config is found through its defaults."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "Versions" / "Base75689").mkdir(parents=True)  # an installed game version, as the game lays it out
+    code = textwrap.dedent("""
+        from marl_vec.envs.starcraft2.pysc2_shim import import_pysc2
+        import_pysc2("pysc2.env.sc2_env")
+        from pysc2 import run_configs
+        config = run_configs.get()
+        print(type(config).__name__, config.data_dir)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "SC2PATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Linux", str(tmp_path)]

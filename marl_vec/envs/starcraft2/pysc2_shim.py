@@ -123,4 +123,17 @@ def import_pysc2(module: str = "pysc2.env.sc2_env") -> ModuleType:
     """
     install_shim()
     require("pysc2", "sc2", "StarCraft II (then run scripts/install_sc2.sh)")
-    return require(module, "sc2", "StarCraft II (then run scripts/install_sc2.sh)")
+    imported = require(module, "sc2", "StarCraft II (then run scripts/install_sc2.sh)")
+    _use_flag_defaults()
+    return imported
+
+
+def _use_flag_defaults() -> None:
+    """pysc2 reads absl flags (``--sc2_run_config``, ``--sc2_version``, ...) when it
+    launches the game; outside ``absl.app.run`` nobody parses them and every read
+    raises ``UnparsedFlagAccessError``. Mark them parsed, so their defaults apply;
+    a program that runs under ``absl.app.run`` has parsed them already."""
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
