@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.chain import Preprocessing
+from marl_vec.envs.atari.chain import Preprocessing, chain_step_limit
 from marl_vec.envs.atari.snapshot import stateless_wrappers, wrapper_savers
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.spec import DiscreteAction, EnvSpec
@@ -52,10 +52,8 @@ class AtariAdapter(NativeEnvAdapter):
         # Snapshot support: every wrapper of the chain must be known.
         savers, stateless = wrapper_savers(), stateless_wrappers()
         self._savers: list[tuple[Any, Any, Any]] = []
-        snapshots, layer, limit = True, env, None
+        snapshots, layer = True, env
         while isinstance(layer, gymnasium.Wrapper):
-            if isinstance(layer, gymnasium.wrappers.TimeLimit) and limit is None:
-                limit = int(layer._max_episode_steps)  # the outermost one counts this adapter's steps
             if type(layer) in savers:
                 self._savers.append((layer, *savers[type(layer)]))
             elif not isinstance(layer, stateless):
@@ -72,7 +70,7 @@ class AtariAdapter(NativeEnvAdapter):
             state_shape=obs_shape,
             state_dtype=space.dtype,
             action=DiscreteAction(int(env.action_space.n)),
-            episode_limit=limit,
+            episode_limit=chain_step_limit(env, preprocessing),
             stats=("score",),
             snapshots=snapshots,
             state_is_obs=True,  # the buffers' state is the observation: no second frame copy

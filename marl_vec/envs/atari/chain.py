@@ -84,6 +84,45 @@ def ale_rom_dir() -> str:
     return os.path.join(os.path.dirname(ale_py.__file__), "roms")
 
 
+def steps_within(max_frames: int, frames_per_step: int) -> int:
+    """The most agent steps an emulator frame budget allows: ``ceil(max_frames / frames_per_step)``.
+
+    ALE truncates an episode once its frame count reaches the budget (noop starts
+    count as frames, so an episode may end sooner, never later); PettingZoo's
+    ``max_cycles`` works the same way.
+
+    >>> steps_within(108000, 4), steps_within(10, 4)
+    (27000, 3)
+    """
+    return -(-int(max_frames) // int(frames_per_step))
+
+
+def chain_step_limit(env: Any, opts: Preprocessing | None) -> int | None:
+    """The step limit a gymnasium ALE chain enforces, in agent steps; None when it has none.
+
+    The smaller of the outermost ``TimeLimit`` (it counts this chain's steps) and
+    the emulator's ``max_num_frames_per_episode`` (108000 frames in v5) divided
+    by the fewest frames an agent step can take (the env's frameskip, its lower
+    bound when stochastic, times the preprocessing's ``frame_skip``).
+    """
+    import gymnasium
+
+    limit = None
+    layer = env
+    while isinstance(layer, gymnasium.Wrapper):
+        if isinstance(layer, gymnasium.wrappers.TimeLimit):
+            limit = int(layer._max_episode_steps)
+            break
+        layer = layer.env
+    max_frames = int(env.unwrapped.ale.getInt("max_num_frames_per_episode"))
+    if max_frames > 0:
+        skip = env.unwrapped._frameskip
+        fewest = int(skip if isinstance(skip, (int, np.integer)) else min(skip))
+        frame_limit = steps_within(max_frames, fewest * (opts.frame_skip if opts else 1))
+        limit = frame_limit if limit is None else min(limit, frame_limit)
+    return limit
+
+
 def _gymnasium_with_ale() -> Any:
     import gymnasium
 

@@ -25,7 +25,7 @@ from typing import Any, cast
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.chain import Preprocessing, ale_rom_dir
+from marl_vec.envs.atari.chain import Preprocessing, ale_rom_dir, steps_within
 from marl_vec.envs.atari.frames import FramePipeline
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.registry import require
@@ -42,7 +42,8 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
 
     A player whose lives run out leaves the game: mask False, zero observation and
     reward, only action 0 available. Truncation comes from PettingZoo's ``max_cycles``,
-    counted in emulator frames (``frame_skip`` per step) after the noop start.
+    counted in emulator frames (``frame_skip`` per step) after the noop start, so
+    ``spec.episode_limit`` is ``ceil(max_cycles / frame_skip)`` agent steps.
     """
 
     def __init__(self, env: Any, preprocessing: Preprocessing | None = None):
@@ -73,7 +74,8 @@ class MultiAgentAtariAdapter(NativeEnvAdapter):
             state_shape=obs_shape,
             state_dtype=np.dtype(np.uint8),
             action=DiscreteAction(n_actions.pop()),
-            episode_limit=None,
+            # max_cycles counts emulator frames, frame_skip of them per agent step.
+            episode_limit=steps_within(env.max_cycles, preprocessing.frame_skip if preprocessing else 1),
             stats=("score",),
             snapshots=True,
         )
