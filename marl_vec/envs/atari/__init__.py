@@ -27,7 +27,8 @@ Example:
 The package, one idea per file: ``chain`` (the gymnasium env chain and the
 preprocessing options), ``snapshot`` (save/restore of wrapper state),
 ``frames`` (the multi-player frame pipeline), ``adapter`` (the single-agent
-adapter), ``multiplayer`` (PettingZoo's Atari). This module holds only the
+adapter), ``multiplayer`` (PettingZoo's Atari), ``engine`` (ale-py's C++
+``AtariVectorEnv`` stepping a whole group). This module holds only the
 family's factory, :func:`make_atari`, and the public names; it may import its
 own submodules and ``marl_vec.envs.registry``.
 """
@@ -37,13 +38,19 @@ from __future__ import annotations
 from typing import Any
 
 from marl_vec.envs.atari.adapter import AtariAdapter
+from marl_vec.envs.atari.engine import (
+    ENGINES,
+    AleVectorAtariAdapter,
+    engine_unsupported_reason,
+    make_ale_vector_atari,
+)
 from marl_vec.envs.atari.chain import PREPROCESS_DEFAULTS, Preprocessing, ale_rom_dir, atari_gym_env
 from marl_vec.envs.atari.multiplayer import MultiAgentAtariAdapter, parallel_atari_env
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.registry import require
 
 
-def make_atari(env_id: str, preprocess: bool = False, **kwargs: Any) -> MultiAgentEnv:
+def make_atari(env_id: str, preprocess: bool = False, engine: str = "python", **kwargs: Any) -> MultiAgentEnv:
     """The ``atari`` family.
 
     Args:
@@ -52,9 +59,29 @@ def make_atari(env_id: str, preprocess: bool = False, **kwargs: Any) -> MultiAge
         preprocess: apply the standard preprocessing; its options (``noop_max``,
             ``frame_skip``, ``screen_size``, ``grayscale``, ``frame_stack``,
             ``terminal_on_life_loss``, ``clip_rewards``) default to :data:`PREPROCESS_DEFAULTS`.
+        engine: ``python`` (gymnasium's chain, stepped env by env), ``ale_vector``
+            (ale-py's C++ ``AtariVectorEnv``: a group stepped in one native call, see
+            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), or
+            ``auto`` (``ale_vector`` when installed and it supports the options, else python).
         kwargs: the rest goes to ``gymnasium.make`` or the PettingZoo game
             (``repeat_action_probability``, ``full_action_space``, ``num_players``, ``max_cycles``, ...).
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown atari engine {engine!r}; allowed: {', '.join(ENGINES)}")
+    if engine == "envpool":
+        raise ValueError(
+            "atari engine 'envpool' is not supported by marl_vec yet (EnvPool seeds a pool once and "
+            "autoresets only at the next step); allowed: ale_vector (ale-py's C++ engine, the same kind), python, auto"
+        )
+    if engine == "auto":
+        engine = "ale_vector" if engine_unsupported_reason(env_id, preprocess, kwargs) is None else "python"
+    if engine == "ale_vector":
+        reason = engine_unsupported_reason(env_id, preprocess, kwargs)
+        if reason is not None:
+            raise ValueError(f"atari engine 'ale_vector' cannot run {env_id!r}: {reason}; use engine: python")
+        return make_ale_vector_atari(env_id, **kwargs)
+    if "engine_threads" in kwargs:
+        raise ValueError("atari option 'engine_threads' needs engine: ale_vector (or auto); the python engine has no threads")
     if env_id.startswith("pettingzoo.atari."):
         kwargs = dict(kwargs)
         opts = Preprocessing.from_kwargs(preprocess, kwargs)
@@ -75,6 +102,7 @@ __all__ = [
     "Preprocessing",
     "AtariAdapter",
     "MultiAgentAtariAdapter",
+    "AleVectorAtariAdapter",
     "atari_gym_env",
     "make_atari",
     "ale_rom_dir",
