@@ -45,6 +45,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ class EngineConfig:
             img_height=opts.screen_size,
             img_width=opts.screen_size,
             grayscale=opts.grayscale,
-            stack_num=opts.frame_stack,
+            stack_num=1,  # stacked here, padded with the reset frame as on the python path
             frameskip=opts.frame_skip,
             maxpool=opts.frame_skip > 1,  # as AtariPreprocessing: no pooling without a skip
             noop_max=opts.noop_max,
@@ -159,25 +160,33 @@ class _Engine:
         self.k = k
         self.score = np.zeros(k, dtype=np.float64)
         self.elapsed = np.zeros(k, dtype=np.int64)
-        shape = self.env.single_observation_space.shape
-        self.reset_obs = np.zeros((k, *shape), dtype=np.uint8)  # an ended slot's reset observation
-        self.has_reset_obs = np.zeros(k, dtype=bool)
+        opts = config.opts
+        frame = opts.frame_shape()
+        # The frame stacks live here, not in the buffer rows: a caller writing into a
+        # copy=False result cannot corrupt the next observation.
+        self.stack = np.zeros((k, opts.frame_stack, *frame), dtype=np.uint8)
+        self.stack_obs = self.stack.reshape((k, *opts.obs_shape()))  # a view: drops a stack axis of 1
+        self.reset_frame = np.zeros((k, *frame), dtype=np.uint8)  # an ended slot's reset frame
+        self.has_reset_frame = np.zeros(k, dtype=bool)
         self.paddle = np.ones(k, dtype=np.float32)
         self._started = False
 
     def reset_slot(self, slot: int, seed: int | None, out: np.ndarray) -> None:
-        """Write slot's reset observation into ``out``: the one the engine's autoreset
-        made when the slot just ended and no seed is given, else a native reset."""
-        if seed is None and self.has_reset_obs[slot]:
-            out[...] = self.reset_obs[slot]
+        """Write slot's reset observation into ``out``: from the frame the engine's
+        autoreset made when the slot just ended and no seed is given, else from a
+        native reset. The stack is padded with the reset frame."""
+        stack = self.stack[slot]
+        if seed is None and self.has_reset_frame[slot]:
+            stack[...] = self.reset_frame[slot]
         else:
             if not self._started:  # the engine's partial resets need one full reset first
                 self.ale.reset(np.arange(self.k, dtype=np.int64), np.full(self.k, -1, dtype=np.int64))
                 self._started = True
             obs, info = self.ale.reset(np.array([slot], dtype=np.int64),
                                        np.array([-1 if seed is None else int(seed)], dtype=np.int64))
-            out[...] = obs[int(np.flatnonzero(info["env_id"] == slot)[0])]
-        self.has_reset_obs[slot] = False
+            stack[...] = obs[int(np.flatnonzero(info["env_id"] == slot)[0]), 0]
+        out[...] = self.stack_obs[slot]
+        self.has_reset_frame[slot] = False
         self.score[slot] = 0.0
         self.elapsed[slot] = 0
 
@@ -216,6 +225,7 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self.engine: _Engine | None = None
         self.slot = 0
         self._private = False
+        self._alone: AleVectorStepper | None = None
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -244,10 +254,15 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         """Only for an adapter outside a group (its engine of one); a group steps its engine whole."""
         if not self._private:
             raise RuntimeError("an ale_vector Atari env is stepped by its group's AleVectorStepper, not one at a time")
-        assert self.engine is not None
-        stepper = AleVectorStepper([self], [self.row], self.row, engine=self.engine)
+        if self._alone is None:
+            # The row's views with a leading env axis of one: the group's block layout.
+            row = self.row
+            block = RowViews(**{f.name: None if getattr(row, f.name) is None else getattr(row, f.name)[None]
+                                for f in dataclasses.fields(RowViews)})
+            assert self.engine is not None
+            self._alone = AleVectorStepper([self], [row], block, engine=self.engine)
         infos: list[dict[str, Any]] = [{}]
-        stepper.step(0, 1, infos)
+        self._alone.step(0, 1, infos)
         return infos[0]
 
     def episode_stats(self, info: dict[str, Any]) -> dict[str, float]:
@@ -257,7 +272,7 @@ class AleVectorAtariAdapter(MultiAgentEnv):
     def close(self) -> None:
         if self._private and self.engine is not None:
             self.engine.close()
-        self.engine = None
+        self.engine, self._alone = None, None
 
 
 class AleVectorStepper(GroupStepper):
@@ -316,7 +331,9 @@ class AleVectorStepper(GroupStepper):
         np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
         self._send(actions, engine.paddle)
         obs, reward, terminated, truncated, info = self._recv()
-        self._obs[...] = obs
+        frames, stack = obs[:, 0], engine.stack
+        stack[:, :-1] = stack[:, 1:]  # numpy buffers the overlapping shift
+        stack[:, -1] = frames
         engine.score += reward
         if self._clip:
             np.sign(reward, out=self._reward, casting="unsafe")
@@ -331,13 +348,14 @@ class AleVectorStepper(GroupStepper):
         else:
             self._truncated[...] = truncated
         np.logical_or(terminated, truncated, out=done)  # the engine reset these slots itself
-        engine.has_reset_obs[:] = False
+        engine.has_reset_frame.fill(False)
         if np.count_nonzero(done):
             final = info["final_obs"]
             for j in np.flatnonzero(done).tolist():
-                engine.reset_obs[j] = obs[j]
-                engine.has_reset_obs[j] = True
-                self._obs[j] = final[j]
+                engine.reset_frame[j] = frames[j]
+                engine.has_reset_frame[j] = True
+                stack[j, -1] = final[j, 0]  # the step's frame; the reset one waits for reset()
+        self._obs[...] = engine.stack_obs
         for j in range(first, stop):
             infos[j] = {}
 
