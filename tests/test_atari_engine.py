@@ -227,6 +227,31 @@ def test_subproc_workers_each_host_an_engine_bitwise_like_dummy():
     assert sum(len(step[-1]) for step in dummy[1:]) >= 2, "the test should cover episode ends"
 
 
+def test_ray_actors_each_host_an_engine_bitwise_like_dummy(tmp_path_factory):
+    """Both transports: the same-machine link and plain Ray calls."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    import os
+
+    from marl_vec.vec.ray import RayVecEnv
+
+    actions = random_actions(250, 4, 4, seed=6)
+    fn = engine_fn(engine_threads=1)
+    with mv.DummyVecEnv([fn] * 4, env_seed=5) as venv:
+        dummy = record(venv, actions)
+    assert sum(len(step[-1]) for step in dummy[1:]) >= 1, "the test should cover episode ends"
+    if ray.is_initialized():  # pragma: no cover - another module left one open
+        ray.shutdown()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")),  # short: a socket path
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
+    try:
+        for transport in ("auto", "ray"):
+            with RayVecEnv([fn] * 4, env_seed=5, num_workers=2, transport=transport) as venv:
+                assert_same_records(dummy, record(venv, actions))
+    finally:
+        ray.shutdown()
+
+
 def test_config_engine_option_and_one_engine_per_group():
     cfg = {"env": {"family": "atari", "id": BREAKOUT, "kwargs": {"preprocess": True, "engine": "ale_vector", "engine_threads": 2}},
            "vec": {"num_envs": 3, "backend": "dummy"}}
