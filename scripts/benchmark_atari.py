@@ -17,7 +17,8 @@ with max-pool, grayscale 84x84, stack 4, sticky actions 0.25), side by side in
 one run: a plain Python loop over gymnasium's ``AtariPreprocessing`` +
 ``FrameStackObservation``, DummyVecEnv on the python engine, DummyVecEnv on the
 ale_vector engine (2 threads), ale-py's ``AtariVectorEnv`` used directly (2
-threads), and EnvPool (2 threads, synchronous) when installed. Wall time (the
+threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
+DummyVecEnv on the envpool engine (2 threads). Wall time (the
 engines run threads), interleaved rounds, medians of env-steps/s and of the
 per-step latency. Report ``uptime`` beside it: the machine is shared.
 """
@@ -143,6 +144,7 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
     ]
     if importlib.util.find_spec("envpool") is not None:
         cases.append(Timed(f"EnvPool direct {threads}t", lambda: _envpool_direct(n, threads)))
+        cases.append(Timed(f"DummyVecEnv, envpool {threads}t", lambda: _marl_vec_pong(n, "envpool", engine_threads=threads)))
     built = [(c, *c.build()) for c in cases]
     actions = np.random.default_rng(0).integers(0, 6, size=(1024, n, 1)).astype(np.int32)
     times = np.zeros(200_000)
@@ -174,8 +176,10 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
         lines.append(f"  {c.name:<32} {rate[c.name]:>12,.0f} {rate[c.name] / base:>8.2f}x "
                      f"{1e3 * float(np.median(c.latencies)):>10.3f} ms")
     ours = rate[cases[2].name]
-    for ref in cases[3:]:
+    for ref in cases[3:5]:
         lines.append(f"  DummyVecEnv ale_vector / {ref.name}: {ours / rate[ref.name]:.2f}x")
+    if len(cases) > 5:
+        lines.append(f"  DummyVecEnv envpool / {cases[4].name}: {rate[cases[5].name] / rate[cases[4].name]:.2f}x")
     print("\n".join(lines))
     return lines
 

@@ -286,7 +286,6 @@ def test_adapter_alone_runs_on_an_engine_of_one():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"engine": "envpool"}, "atari engine 'envpool' is not supported by marl_vec yet.*allowed: ale_vector"),
     ({"engine": "cuda"}, "unknown atari engine 'cuda'; allowed: python, ale_vector, envpool, auto"),
     ({"engine": "ale_vector", "preprocess": False}, "engine 'ale_vector' cannot run 'ALE/Pong-v5': it always preprocesses"),
     ({"engine": "ale_vector", "terminal_on_life_loss": True}, "cannot run 'ALE/Pong-v5': terminal_on_life_loss"),
@@ -311,3 +310,72 @@ def test_auto_picks_the_engine_where_it_can():
     raw = make_atari("ALE/Pong-v5", engine="auto")
     assert type(raw).__name__ == "AtariAdapter"
     raw.close()
+
+
+# -- EnvPool (engine: envpool), when installed -------------------------------------
+
+
+def envpool_fn(env_id: str = BREAKOUT, **kwargs):
+    pytest.importorskip("envpool", reason="envpool is not installed: pip install 'marl_vec[envpool]'")
+    return lambda: make_atari(env_id, preprocess=True, engine="envpool", **kwargs)
+
+
+def test_envpool_agrees_with_the_python_path_on_rewards_flags_and_episodes():
+    """Deterministic settings: the same rewards, flags, episode lengths and scores step by step,
+    shapes and dtypes (EnvPool's frames differ from gymnasium's in a few pixels: no bit-equality)."""
+    # One noop at each reset (noop_max 1): both draw it from [1, noop_max] and EnvPool refuses 0.
+    kwargs = dict(noop_max=1, repeat_action_probability=0.0, max_num_frames_per_episode=600)
+    actions = random_actions(400, 2, 4, seed=1)
+    runs = []
+    for fn in (envpool_fn(**kwargs), python_fn(**kwargs)):
+        with mv.DummyVecEnv([fn] * 2, env_seed=0) as venv:
+            runs.append(record(venv, actions))
+    assert sum(len(step[-1]) for step in runs[0][1:]) >= 3, "the test should cover episode ends"
+    ours, theirs = runs
+    assert ours[0][0].shape == theirs[0][0].shape and ours[0][0].dtype == theirs[0][0].dtype
+    for x, y in zip(ours[1:], theirs[1:]):
+        assert x[0].shape == y[0].shape and x[0].dtype == y[0].dtype
+        for p, q in zip(x[2:], y[2:]):
+            assert np.array_equal(p, q) if isinstance(p, np.ndarray) else p == q
+
+
+def test_envpool_seeding_and_subproc_parity():
+    actions = random_actions(250, 4, 4, seed=2)
+    fn = envpool_fn(engine_threads=1)
+    with mv.DummyVecEnv([fn] * 4, env_seed=5) as venv:
+        dummy = record(venv, actions)
+        again = record(venv, actions, seed=5)  # reset(seed=...) makes the pool anew with the same seeds
+    assert_same_records(dummy, again)
+    with mv.SubprocVecEnv([fn] * 4, env_seed=5, num_workers=2) as venv:
+        assert_same_records(dummy, record(venv, actions))
+    with mv.DummyVecEnv([fn] * 4, env_seed=6) as venv:
+        assert any(not np.array_equal(x[0], y[0]) for x, y in zip(dummy[1:], record(venv, actions)[1:]))
+    assert sum(len(step[-1]) for step in dummy[1:]) >= 1, "the test should cover episode ends"
+
+
+def test_envpool_refuses_to_reseed_one_env_alone():
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:
+        venv.reset()
+        with pytest.raises(ValueError, match="EnvPool fixes each env's seed when its pool is made: env slot 1 cannot be reseeded"):
+            venv.reset(seed=3, env_ids=[1])
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:
+        venv.reset()
+        venv.reset(seed=3, env_ids=[0])  # remakes the pool under env 1
+        with pytest.raises(ValueError, match=r"a seeded reset must reset every env of the group \(env slots \[1\] were not\)"):
+            venv.step(np.zeros((2, 1), dtype=np.int64))
+
+
+def test_envpool_refuses_noop_max_zero():
+    with pytest.raises(ValueError, match="engine 'envpool' needs noop_max >= 1"):
+        envpool_fn(noop_max=0)()
+
+
+def test_envpool_modes_and_time_limit():
+    with pytest.raises(ValueError, match="autoreset='next_step' is not supported by the envpool Atari engine"):
+        mv.DummyVecEnv([envpool_fn()] * 2, autoreset="next_step")
+    with mv.DummyVecEnv([envpool_fn("ALE/Pong-v5", max_episode_steps=25)] * 2, env_seed=0) as venv:
+        assert venv.spec.episode_limit == 25
+        venv.reset()
+        for t in range(1, 51):
+            r = venv.step(np.zeros((2, 1), dtype=np.int64))
+            assert (r.done == (t % 25 == 0)).all() and not r.terminated.any()

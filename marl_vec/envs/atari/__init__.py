@@ -61,27 +61,23 @@ def make_atari(env_id: str, preprocess: bool = False, engine: str = "python", **
             ``terminal_on_life_loss``, ``clip_rewards``) default to :data:`PREPROCESS_DEFAULTS`.
         engine: ``python`` (gymnasium's chain, stepped env by env), ``ale_vector``
             (ale-py's C++ ``AtariVectorEnv``: a group stepped in one native call, see
-            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), or
+            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), ``envpool``
+            (EnvPool's Atari, the same way; ``pip install 'marl_vec[envpool]'``), or
             ``auto`` (``ale_vector`` when installed and it supports the options, else python).
         kwargs: the rest goes to ``gymnasium.make`` or the PettingZoo game
             (``repeat_action_probability``, ``full_action_space``, ``num_players``, ``max_cycles``, ...).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown atari engine {engine!r}; allowed: {', '.join(ENGINES)}")
-    if engine == "envpool":
-        raise ValueError(
-            "atari engine 'envpool' is not supported by marl_vec yet (EnvPool seeds a pool once and "
-            "autoresets only at the next step); allowed: ale_vector (ale-py's C++ engine, the same kind), python, auto"
-        )
     if engine == "auto":
         engine = "ale_vector" if engine_unsupported_reason(env_id, preprocess, kwargs) is None else "python"
-    if engine == "ale_vector":
+    if engine in ("ale_vector", "envpool"):
         reason = engine_unsupported_reason(env_id, preprocess, kwargs)
         if reason is not None:
-            raise ValueError(f"atari engine 'ale_vector' cannot run {env_id!r}: {reason}; use engine: python")
-        return make_ale_vector_atari(env_id, **kwargs)
+            raise ValueError(f"atari engine {engine!r} cannot run {env_id!r}: {reason}; use engine: python")
+        return make_ale_vector_atari(env_id, engine=engine, **kwargs)
     if "engine_threads" in kwargs:
-        raise ValueError("atari option 'engine_threads' needs engine: ale_vector (or auto); the python engine has no threads")
+        raise ValueError("atari option 'engine_threads' needs engine: ale_vector, envpool or auto; the python engine has no threads")
     if env_id.startswith("pettingzoo.atari."):
         kwargs = dict(kwargs)
         opts = Preprocessing.from_kwargs(preprocess, kwargs)

@@ -78,6 +78,10 @@ def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, A
     others = sorted(set(kwargs) - set(_ENGINE_KWARGS) - set(Preprocessing.__dataclass_fields__) - {"engine_threads"})
     if others:
         return f"it does not take the options {others}; it takes {sorted(_ENGINE_KWARGS)} and the preprocessing options"
+    import importlib.util
+
+    if importlib.util.find_spec("ale_py") is None or importlib.util.find_spec("ale_py.vector_env") is None:
+        return "it needs ale-py >= 0.12 (ale_py.vector_env): pip install -U 'ale-py>=0.12'"
     if _game_of(env_id) is None:
         return f"{env_id!r} is not an ALE game id of gymnasium's registry"
     return None
@@ -122,8 +126,11 @@ class EngineConfig:
     max_num_frames_per_episode: int
     max_episode_steps: int | None
     threads: int
+    kind: str = "ale_vector"  # or "envpool"
 
-    def build(self, num_envs: int) -> Any:
+    def build(self, num_envs: int, seeds: list[int] | None = None) -> Any:
+        if self.kind == "envpool":
+            return self._build_envpool(num_envs, seeds or list(range(num_envs)))
         ale_py = require("ale_py", "atari", "Atari games")
         from ale_py.vector_env import AtariVectorEnv
 
@@ -149,14 +156,54 @@ class EngineConfig:
             use_fire_reset=False,  # as AtariPreprocessing
         )
 
+    def step_limit(self) -> int | None:
+        """The limit in agent steps (``spec.episode_limit``)."""
+        limit = steps_within(self.max_num_frames_per_episode, self.opts.frame_skip) \
+            if self.max_num_frames_per_episode > 0 else None
+        if self.max_episode_steps is not None:
+            limit = self.max_episode_steps if limit is None else min(limit, self.max_episode_steps)
+        return limit
+
+    def _build_envpool(self, num_envs: int, seeds: list[int]) -> Any:
+        envpool = require("envpool", "envpool", "the envpool Atari engine")
+        opts = self.opts
+        limit = self.step_limit()
+        return envpool.make(
+            envpool_task(self.game),
+            env_type="gymnasium",
+            num_envs=num_envs,
+            batch_size=num_envs,
+            num_threads=self.threads,
+            env_seed=seeds,
+            # EnvPool counts agent steps, noops not included: the frame limit becomes a step limit.
+            max_episode_steps=limit if limit is not None else 2**31 - 1,
+            repeat_action_probability=self.repeat_action_probability,
+            full_action_space=self.full_action_space,
+            img_height=opts.screen_size,
+            img_width=opts.screen_size,
+            gray_scale=opts.grayscale,
+            stack_num=1,
+            frame_skip=opts.frame_skip,
+            noop_max=opts.noop_max,  # drawn in [1, noop_max] as AtariPreprocessing; 0 is refused (it crashes)
+            episodic_life=False,
+            reward_clip=False,
+            use_fire_reset=False,
+            use_inter_area_resize=True,
+        )
+
 
 class _Engine:
     """One AtariVectorEnv over ``k`` slots, with the per-slot state of our contract."""
 
     def __init__(self, config: EngineConfig, k: int):
         self.config = config
-        self.env = config.build(k)
-        self.ale = self.env.ale
+        self.envpool = config.kind == "envpool"
+        # EnvPool fixes each env's seed when the pool is made: it is made at the first reset.
+        self.env = None if self.envpool else config.build(k)
+        self.ale = None if self.envpool else self.env.ale
+        self._pool_frames: np.ndarray | None = None  # the frames of the pool's first reset
+        self._pool_seeds: list[int] | None = None
+        self.unclaimed: set[int] = set()  # slots whose first-reset frame no reset() has taken yet
         self.k = k
         self.score = np.zeros(k, dtype=np.float64)
         self.elapsed = np.zeros(k, dtype=np.int64)
@@ -179,19 +226,50 @@ class _Engine:
         if seed is None and self.has_reset_frame[slot]:
             stack[...] = self.reset_frame[slot]
         else:
-            if not self._started:  # the engine's partial resets need one full reset first
-                self.ale.reset(np.arange(self.k, dtype=np.int64), np.full(self.k, -1, dtype=np.int64))
-                self._started = True
-            obs, info = self.ale.reset(np.array([slot], dtype=np.int64),
-                                       np.array([-1 if seed is None else int(seed)], dtype=np.int64))
-            stack[...] = obs[int(np.flatnonzero(info["env_id"] == slot)[0]), 0]
+            stack[...] = self._native_reset(slot, seed)
         out[...] = self.stack_obs[slot]
         self.has_reset_frame[slot] = False
         self.score[slot] = 0.0
         self.elapsed[slot] = 0
 
+    def _native_reset(self, slot: int, seed: int | None) -> np.ndarray:
+        """Reset one slot in the engine; its reset frame."""
+        if self.envpool:
+            return self._envpool_reset(slot, seed)
+        if not self._started:  # the engine's partial resets need one full reset first
+            self.ale.reset(np.arange(self.k, dtype=np.int64), np.full(self.k, -1, dtype=np.int64))
+            self._started = True
+        obs, info = self.ale.reset(np.array([slot], dtype=np.int64),
+                                   np.array([-1 if seed is None else int(seed)], dtype=np.int64))
+        return obs[int(np.flatnonzero(info["env_id"] == slot)[0]), 0]
+
+    def _envpool_reset(self, slot: int, seed: int | None) -> np.ndarray:
+        """The group seeds slot j with ``seed_0 + j``, slot 0 first: slot 0's seed (or the
+        first reset) makes a new pool seeded so; the other slots then take its frames."""
+        if self.env is None or (seed is not None and slot == 0):
+            if self.env is not None:
+                self.env.close()
+            base = int(seed) - slot if seed is not None else int(np.random.SeedSequence().generate_state(1)[0] >> 2)
+            self._pool_seeds = [base + j for j in range(self.k)]
+            self.env = self.config.build(self.k, seeds=self._pool_seeds)
+            obs, _ = self.env.reset()
+            self._pool_frames = obs[:, 0].copy()
+            self.unclaimed = set(range(self.k))
+        if slot in self.unclaimed and (seed is None or seed == self._pool_seeds[slot]):  # type: ignore[index]
+            self.unclaimed.discard(slot)
+            return self._pool_frames[slot]  # type: ignore[index]
+        if seed is not None:
+            raise ValueError(
+                f"EnvPool fixes each env's seed when its pool is made: env slot {slot} cannot be reseeded "
+                f"with {seed} alone; reset every env of the group with a seed (reset(seed=...)), reset it "
+                f"without one, or use engine: ale_vector"
+            )
+        obs, _ = self.env.reset(np.array([slot], dtype=np.int32))
+        return obs[0, 0]
+
     def close(self) -> None:
-        self.env.close()
+        if self.env is not None:
+            self.env.close()
 
 
 class AleVectorAtariAdapter(MultiAgentEnv):
@@ -206,10 +284,7 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self.preprocessing = config.opts
         self._clip = config.opts.clip_rewards
         obs_shape = config.opts.obs_shape()
-        limit = steps_within(config.max_num_frames_per_episode, config.opts.frame_skip) \
-            if config.max_num_frames_per_episode > 0 else None
-        if config.max_episode_steps is not None:
-            limit = config.max_episode_steps if limit is None else min(limit, config.max_episode_steps)
+        limit = config.step_limit()
         self.spec = EnvSpec(
             agents=(agent_id,),
             obs_shape=obs_shape,
@@ -302,7 +377,9 @@ class AleVectorStepper(GroupStepper):
             for j, adapter in enumerate(slots):
                 adapter._attach(engine, j)
         self.engine = engine
-        self._send, self._recv = engine.ale.send, engine.ale.recv
+        self._envpool = engine.envpool
+        if not engine.envpool:
+            self._send, self._recv = engine.ale.send, engine.ale.recv
         self._actions = block.actions[:, 0]
         self._obs = block.obs[:, 0]
         self._reward = block.reward[:, 0]
@@ -317,9 +394,9 @@ class AleVectorStepper(GroupStepper):
     def autoreset_error(self, mode: str) -> str | None:
         if mode in SUPPORTED_AUTORESET:
             return None
-        why = ("it needs per-env snapshots, which ale-py's AtariVectorEnv does not expose" if mode == "fast"
+        why = ("it needs per-env snapshots, which the engine does not expose" if mode == "fast"
                else "it leaves finished envs out of a step, and the engine steps every env of its group in one call")
-        return (f"autoreset={mode!r} is not supported by the ale_vector Atari engine: {why}; "
+        return (f"autoreset={mode!r} is not supported by the {self.engine.config.kind} Atari engine: {why}; "
                 f"allowed: {', '.join(SUPPORTED_AUTORESET)}, or set engine: python")
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
@@ -329,8 +406,17 @@ class AleVectorStepper(GroupStepper):
             raise RuntimeError(self.autoreset_error("next_step"))
         actions = self._action_buffer
         np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
-        self._send(actions, engine.paddle)
-        obs, reward, terminated, truncated, info = self._recv()
+        if self._envpool:
+            if engine.unclaimed:  # a seeded reset of slot 0 alone remade the pool under the others
+                self.failed_at = first
+                raise ValueError(
+                    f"EnvPool fixes each env's seed when its pool is made: a seeded reset must reset every "
+                    f"env of the group (env slots {sorted(engine.unclaimed)} were not); or use engine: ale_vector"
+                )
+            obs, reward, terminated, truncated, info = engine.env.step(actions)
+        else:
+            self._send(actions, engine.paddle)
+            obs, reward, terminated, truncated, info = self._recv()
         frames, stack = obs[:, 0], engine.stack
         stack[:, :-1] = stack[:, 1:]  # numpy buffers the overlapping shift
         stack[:, -1] = frames
@@ -347,9 +433,10 @@ class AleVectorStepper(GroupStepper):
             np.logical_or(truncated, self._at_limit, out=self._truncated)
         else:
             self._truncated[...] = truncated
-        np.logical_or(terminated, truncated, out=done)  # the engine reset these slots itself
+        np.logical_or(terminated, truncated, out=done)  # ale_vector reset these slots itself
         engine.has_reset_frame.fill(False)
-        if np.count_nonzero(done):
+        # EnvPool resets at the next step (its frames are the final ones): reset() resets the slot.
+        if not self._envpool and np.count_nonzero(done):
             final = info["final_obs"]
             for j in np.flatnonzero(done).tolist():
                 engine.reset_frame[j] = frames[j]
@@ -360,7 +447,13 @@ class AleVectorStepper(GroupStepper):
             infos[j] = {}
 
 
-def make_ale_vector_atari(env_id: str, engine_threads: int = 0, **kwargs: Any) -> AleVectorAtariAdapter:
+def envpool_task(game: str) -> str:
+    """EnvPool's id of an ALE ROM name: ``space_invaders`` -> ``SpaceInvaders-v5``."""
+    return "".join(part.capitalize() for part in game.split("_")) + "-v5"
+
+
+def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "ale_vector",
+                          **kwargs: Any) -> AleVectorAtariAdapter:
     """An ``ALE/...`` game on the ale_vector engine, preprocessed (``preprocess=True`` implied).
 
     Args:
@@ -374,7 +467,7 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, **kwargs: Any) -
     kwargs.pop("preprocess", None)
     reason = engine_unsupported_reason(env_id, True, kwargs)
     if reason is not None:
-        raise ValueError(f"engine 'ale_vector' cannot run {env_id!r}: {reason}; use engine: python")
+        raise ValueError(f"engine {engine!r} cannot run {env_id!r}: {reason}; use engine: python")
     game_and_kwargs = _game_of(env_id)
     assert game_and_kwargs is not None  # checked by engine_unsupported_reason
     game, registered = game_and_kwargs
@@ -393,5 +486,13 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, **kwargs: Any) -
                                                   registered.get("max_num_frames_per_episode") or 0)),
         max_episode_steps=None if limit is None else int(limit),
         threads=int(engine_threads),
+        kind=engine,
     )
+    if engine == "envpool":
+        envpool = require("envpool", "envpool", "the envpool Atari engine")
+        if opts.noop_max < 1:
+            raise ValueError("engine 'envpool' needs noop_max >= 1 (EnvPool 1.2 crashes without noop starts); "
+                             "use engine: ale_vector or python for noop_max 0")
+        if config.kind == "envpool" and envpool_task(game) not in envpool.list_all_envs():
+            raise ValueError(f"EnvPool has no Atari game {envpool_task(game)!r} for {env_id!r}; use engine: ale_vector or python")
     return AleVectorAtariAdapter(config)
