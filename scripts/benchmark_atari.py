@@ -20,7 +20,9 @@ ale_vector engine (2 threads), ale-py's ``AtariVectorEnv`` used directly (2
 threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
 DummyVecEnv on the envpool engine (2 threads). Wall time (the
 engines run threads), interleaved rounds, medians of env-steps/s and of the
-per-step latency. Report ``uptime`` beside it: the machine is shared.
+per-step latency; each candidate is built and closed in its turn, so that no idle
+engine's threads run beside the measured one. Report ``uptime`` beside it: the
+machine is shared.
 """
 
 from __future__ import annotations
@@ -145,15 +147,16 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
     if importlib.util.find_spec("envpool") is not None:
         cases.append(Timed(f"EnvPool direct {threads}t", lambda: _envpool_direct(n, threads)))
         cases.append(Timed(f"DummyVecEnv, envpool {threads}t", lambda: _marl_vec_pong(n, "envpool", engine_threads=threads)))
-    built = [(c, *c.build()) for c in cases]
     actions = np.random.default_rng(0).integers(0, 6, size=(1024, n, 1)).astype(np.int32)
     times = np.zeros(200_000)
-    try:
-        for step, _ in ((s, c) for _, s, c in built):
-            for t in range(20):  # warm-up
-                step(actions[t])
-        for _ in range(rounds):
-            for c, step, _ in built:  # interleaved: every candidate once per round
+    for _ in range(rounds):
+        for c in cases:  # interleaved: every candidate once per round
+            # Built and closed in its turn: an idle engine's threads left alive beside
+            # another engine's would take its cores (measured: up to 3x apart).
+            step, close = c.build()
+            try:
+                for t in range(20):  # warm-up
+                    step(actions[t])
                 k, start = 0, time.perf_counter()
                 now = start
                 while now - start < seconds and k < len(times):
@@ -161,11 +164,10 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
                     after = time.perf_counter()
                     times[k] = after - now
                     now, k = after, k + 1
-                c.rates.append(k * n / (now - start))
-                c.latencies.append(float(np.median(times[:k])))
-    finally:
-        for _, _, close in built:
-            close()
+            finally:
+                close()
+            c.rates.append(k * n / (now - start))
+            c.latencies.append(float(np.median(times[:k])))
     rate = {c.name: float(np.median(c.rates)) for c in cases}
     base = rate[cases[0].name]
     load = os.getloadavg()

@@ -123,7 +123,7 @@ def chain_step_limit(env: Any, opts: Preprocessing | None) -> int | None:
     return limit
 
 
-def _gymnasium_with_ale() -> Any:
+def gymnasium_with_ale() -> Any:
     import gymnasium
 
     ale_py = require("ale_py", "atari", "Atari games")
@@ -150,7 +150,7 @@ def atari_gym_env(
     Reward clipping is done by the adapter, so that it can still report the raw
     game score.
     """
-    gymnasium = _gymnasium_with_ale()
+    gymnasium = gymnasium_with_ale()
     kwargs = dict(kwargs)
     opts = Preprocessing.from_kwargs(preprocess, kwargs)
     if opts is None:

@@ -1,37 +1,44 @@
-"""Atari on ale-py's C++ engine: a whole EnvGroup stepped in one native call.
+"""Atari on a C++ engine (ale-py's ``AtariVectorEnv`` or EnvPool): a whole EnvGroup stepped in one native call.
 
-One idea: :class:`AleVectorAtariAdapter` is one env slot of an
-``ale_py.vector_env.AtariVectorEnv`` (C++ threads, preprocessing in C++), and
-:class:`AleVectorStepper` is the :class:`~marl_vec.envs.base.GroupStepper`
-that owns that engine for the group: one ``send``/``recv`` per group step, then
-a handful of whole-group numpy writes into the batch buffers (no per-env Python
-unless an episode ended). Each group (a DummyVecEnv, a SubprocVecEnv worker's
-block, a Ray actor's block) builds its own engine over its envs, with its own
-threads, when the group is built; an adapter reset outside a group gets a
-private engine of one.
+One idea: :class:`AleVectorAtariAdapter` is one env slot of a native vector
+engine (C++ threads, preprocessing in C++), and :class:`AleVectorStepper` is
+the :class:`~marl_vec.envs.base.GroupStepper` that owns that engine for the
+group: one native step per group step, then a handful of whole-group numpy
+writes into the batch buffers (no per-env Python unless an episode ended). Each
+group (a DummyVecEnv, a SubprocVecEnv worker's block, a Ray actor's block)
+builds its own engine over its envs, with its own threads, when the group is
+built; an adapter reset outside a group gets a private engine of one. The
+engine is asked for single frames (stack 1); the stacks are kept here, padded
+with the reset frame as on the python path.
 
-How our contract maps onto the engine:
+How our contract maps onto the engines:
 
-- The engine runs in its ``SameStep`` autoreset mode: an env that ends is reset
-  at once, its last observation in ``info["final_obs"]``. The stepper writes that
-  last observation into the row (what a step writes) and keeps the reset one;
-  the group's autoreset then calls the adapter's ``reset``, which writes it.
+- ``ale_vector`` runs in its ``SameStep`` autoreset mode: an env that ends is
+  reset at once, its last frame in ``info["final_obs"]``. The stepper writes that
+  last frame into the row (what a step writes) and keeps the reset one; the
+  group's autoreset then calls the adapter's ``reset``, which writes it.
   ``reset`` with a seed, or of an env that did not just end, resets the slot in
   the engine (seed -1 continues the slot's own random stream).
+- ``envpool`` autoresets only at the next step, so the adapter's ``reset`` resets
+  the slot in the pool at once (a partial reset) and the pool steps it normally
+  next. EnvPool fixes each env's seed when the pool is made: the pool is made at
+  the first reset, and again at each seeded reset of slot 0 (the group seeds
+  slot 0 first, then slot j with ``seed + j``); reseeding one env alone raises.
 - Env ``i`` is seeded ``env_seed + i`` by the group, one slot at a time.
 - Rewards: the engine returns raw rewards (its clipping is off); the stepper adds
   them to the raw score (``infos[i]["episode"]["score"]``) and writes their sign
   when ``clip_rewards`` is set.
-- Truncation at ``max_episode_steps`` (agent steps) is counted here; the
-  engine's own ``max_num_frames_per_episode`` truncates by emulator frames.
+- Truncation at ``max_episode_steps`` (agent steps) is counted here; ale_vector's
+  ``max_num_frames_per_episode`` truncates by emulator frames (noops included, as
+  on the python path); EnvPool counts that limit in agent steps.
   Terminated and truncated come apart from the engine.
 - Autoreset modes: ``same_step`` and ``disabled``. ``next_step`` and
   ``one_episode`` leave finished envs out of a step, which a single native call
-  over every env cannot do, and ``fast`` needs per-env snapshots the engine does
+  over every env cannot do, and ``fast`` needs per-env snapshots the engines do
   not expose: those raise :class:`ValueError` at construction, naming
   ``engine: python``.
 
-May import: numpy, ale-py and gymnasium (lazily, via ``require``),
+May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
 ``marl_vec.buffers``, ``marl_vec.spec``, ``marl_vec.envs.base``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain``.
 
@@ -54,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.chain import Preprocessing, steps_within
+from marl_vec.envs.atari.chain import Preprocessing, gymnasium_with_ale, steps_within
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.envs.registry import require
 from marl_vec.spec import DiscreteAction, EnvSpec
@@ -90,11 +97,7 @@ def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, A
 @functools.lru_cache(maxsize=None)
 def _game_of(env_id: str) -> tuple[str, dict[str, Any]] | None:
     """ALE's ROM name of a gymnasium ALE id, and the id's registered kwargs (sticky actions, frame limit)."""
-    import gymnasium
-
-    from marl_vec.envs.atari.chain import _gymnasium_with_ale
-
-    _gymnasium_with_ale()
+    gymnasium = gymnasium_with_ale()
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error:
