@@ -148,6 +148,9 @@ class EnvGroup:
         self._final_rows = [[(final[g, ...], current[g, ...]) for final, current in pairs]
                             for g in range(first, last)]
         self._stepper = self._make_stepper()
+        refusal = self._stepper.autoreset_error(self.mode.value)
+        if refusal is not None:
+            raise ValueError(refusal)
         self.episodes = EpisodeTracker(k, spec.n_agents)
         # Local indices of the envs whose episode ended at the last step.
         self.ended: list[int] = []

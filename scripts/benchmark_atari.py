@@ -10,6 +10,19 @@ that other jobs on a shared machine do not count.
 
     python scripts/benchmark_atari.py                 # preprocessed and raw frames
     python scripts/benchmark_atari.py --obs raw --seconds 4
+    python scripts/benchmark_atari.py --engines       # the engine comparison below
+
+``--engines``: Pong x 8 with the standard DQN preprocessing (noop 30, frame skip 4
+with max-pool, grayscale 84x84, stack 4, sticky actions 0.25), side by side in
+one run: a plain Python loop over gymnasium's ``AtariPreprocessing`` +
+``FrameStackObservation``, DummyVecEnv on the python engine, DummyVecEnv on the
+ale_vector engine (2 threads), ale-py's ``AtariVectorEnv`` used directly (2
+threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
+DummyVecEnv on the envpool engine (2 threads). Wall time (the
+engines run threads), interleaved rounds, medians of env-steps/s and of the
+per-step latency; each candidate is built and closed in its turn, so that no idle
+engine's threads run beside the measured one. Report ``uptime`` beside it: the
+machine is shared.
 """
 
 from __future__ import annotations
@@ -57,6 +70,122 @@ def plain_loop_into_batch(make_env, n: int, actions: np.ndarray):
     return candidate("plain loop", build, actions)
 
 
+# -- engines: the C++ engines against marl_vec over them -----------------------------
+
+PONG = dict(noop_max=30, frame_skip=4, screen_size=84, grayscale=True, frame_stack=4,
+            repeat_action_probability=0.25, clip_rewards=True)
+
+
+class Timed:
+    """A candidate of the engine comparison: ``step(actions (n, 1))`` after ``build``; wall times per step."""
+
+    def __init__(self, name: str, build):
+        self.name, self.build = name, build
+        self.rates: list[float] = []
+        self.latencies: list[float] = []
+
+
+def _plain_pong_loop(n: int):
+    """gymnasium's AtariPreprocessing + FrameStackObservation, stepped env by env into one batch."""
+    from marl_vec.envs.atari import atari_gym_env
+
+    opts = {k: v for k, v in PONG.items() if k not in ("clip_rewards", "repeat_action_probability")}
+    envs = [atari_gym_env(ENV_ID, preprocess=True, repeat_action_probability=0.25, **opts)[0] for _ in range(n)]
+    batch = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)])
+    rewards = np.zeros(n, dtype=np.float32)
+
+    def step(a: np.ndarray) -> None:
+        for i, env in enumerate(envs):
+            obs, reward, terminated, truncated, _ = env.step(int(a[i, 0]))
+            if terminated or truncated:
+                obs, _ = env.reset()
+            batch[i] = obs
+            rewards[i] = np.sign(reward)
+    return step, lambda: [e.close() for e in envs]
+
+
+def _marl_vec_pong(n: int, engine: str, **kwargs):
+    from marl_vec.envs.atari import make_atari
+
+    opts = dict(PONG, **kwargs)
+    venv = mv.DummyVecEnv([functools.partial(make_atari, ENV_ID, preprocess=True, engine=engine, **opts)] * n, env_seed=0)
+    venv.reset()
+    return venv.step, venv.close
+
+
+def _ale_vector_direct(n: int, threads: int):
+    from ale_py.vector_env import AtariVectorEnv
+
+    env = AtariVectorEnv("pong", n, num_threads=threads, noop_max=30, frameskip=4, img_height=84, img_width=84,
+                         grayscale=True, stack_num=4, repeat_action_probability=0.25, reward_clipping=True,
+                         use_fire_reset=False)
+    env.reset(seed=0)
+    return (lambda a: env.step(a[:, 0])), env.close
+
+
+def _envpool_direct(n: int, threads: int):
+    import envpool
+
+    env = envpool.make("Pong-v5", env_type="gymnasium", num_envs=n, batch_size=n, num_threads=threads, seed=0,
+                       noop_max=30, frame_skip=4, img_height=84, img_width=84, gray_scale=True, stack_num=4,
+                       repeat_action_probability=0.25, reward_clip=True, episodic_life=False, use_fire_reset=False)
+    env.reset()
+    return (lambda a: env.step(a[:, 0])), env.close
+
+
+def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
+    """The engine comparison (see the module docstring); returns the report lines."""
+    import importlib.util
+    import os
+
+    cases = [
+        Timed("plain loop (gymnasium)", lambda: _plain_pong_loop(n)),
+        Timed("DummyVecEnv, python", lambda: _marl_vec_pong(n, "python")),
+        Timed(f"DummyVecEnv, ale_vector {threads}t", lambda: _marl_vec_pong(n, "ale_vector", engine_threads=threads)),
+        Timed(f"AtariVectorEnv direct {threads}t", lambda: _ale_vector_direct(n, threads)),
+    ]
+    if importlib.util.find_spec("envpool") is not None:
+        cases.append(Timed(f"EnvPool direct {threads}t", lambda: _envpool_direct(n, threads)))
+        cases.append(Timed(f"DummyVecEnv, envpool {threads}t", lambda: _marl_vec_pong(n, "envpool", engine_threads=threads)))
+    actions = np.random.default_rng(0).integers(0, 6, size=(1024, n, 1)).astype(np.int32)
+    times = np.zeros(200_000)
+    for _ in range(rounds):
+        for c in cases:  # interleaved: every candidate once per round
+            # Built and closed in its turn: an idle engine's threads left alive beside
+            # another engine's would take its cores (measured: up to 3x apart).
+            step, close = c.build()
+            try:
+                for t in range(20):  # warm-up
+                    step(actions[t])
+                k, start = 0, time.perf_counter()
+                now = start
+                while now - start < seconds and k < len(times):
+                    step(actions[k % len(actions)])
+                    after = time.perf_counter()
+                    times[k] = after - now
+                    now, k = after, k + 1
+            finally:
+                close()
+            c.rates.append(k * n / (now - start))
+            c.latencies.append(float(np.median(times[:k])))
+    rate = {c.name: float(np.median(c.rates)) for c in cases}
+    base = rate[cases[0].name]
+    load = os.getloadavg()
+    lines = [f"{ENV_ID} x {n}, DQN preprocessing, wall time, {rounds} interleaved rounds of {seconds:g} s, medians "
+             f"(load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores)"]
+    lines.append(f"  {'candidate':<32} {'env-steps/s':>12} {'vs plain':>9} {'step latency':>13}")
+    for c in cases:
+        lines.append(f"  {c.name:<32} {rate[c.name]:>12,.0f} {rate[c.name] / base:>8.2f}x "
+                     f"{1e3 * float(np.median(c.latencies)):>10.3f} ms")
+    ours = rate[cases[2].name]
+    for ref in cases[3:5]:
+        lines.append(f"  DummyVecEnv ale_vector / {ref.name}: {ours / rate[ref.name]:.2f}x")
+    if len(cases) > 5:
+        lines.append(f"  DummyVecEnv envpool / {cases[4].name}: {rate[cases[5].name] / rate[cases[4].name]:.2f}x")
+    print("\n".join(lines))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     from marl_vec.envs.atari import make_atari
 
@@ -64,8 +193,13 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--obs", choices=[*OBS_KINDS, "both"], default="both")
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=3.0, help="CPU seconds per candidate, over 5 rounds")
+    parser.add_argument("--engines", action="store_true", help="compare the C++ engines (see the module docstring)")
+    parser.add_argument("--rounds", type=int, default=3, help="--engines: interleaved rounds")
+    parser.add_argument("--threads", type=int, default=2, help="--engines: threads of each engine")
     args = parser.parse_args(argv)
     n = args.num_envs
+    if args.engines:
+        return engines(n, args.seconds, args.rounds, args.threads)
     actions = np.random.default_rng(0).integers(0, 6, size=(256, n, 1))
     lines: list[str] = []
     for kind in OBS_KINDS if args.obs == "both" else (args.obs,):

@@ -162,7 +162,7 @@ def test_registry_family_and_episode_limit():
     env = make_env("atari", "ALE/Pong-v5", preprocess=True, max_episode_steps=1000)
     assert isinstance(env, AtariAdapter) and env.spec.snapshots and env.spec.episode_limit == 1000
     assert make_env("atari", "ALE/Pong-v5", max_episode_steps=7).spec.episode_limit == 7
-    assert make_env("atari", "ALE/Pong-v5").spec.episode_limit is None
+    assert make_env("atari", "ALE/Pong-v5").spec.episode_limit == 27000  # 108000 frames, 4 per step
     env.close()
 
 

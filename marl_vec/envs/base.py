@@ -70,6 +70,12 @@ class GroupStepper:
         self.act_rows = [row.actions for row in rows]
         self.failed_at = -1
 
+    def autoreset_error(self, mode: str) -> str | None:
+        """Why this stepper cannot serve autoreset ``mode`` (an ``AutoresetMode`` value), or
+        None when it can. A stepper that only steps whole groups (a native engine) refuses
+        the modes that leave finished envs out of a step; the group raises it as ValueError."""
+        return None
+
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         """Step envs ``first`` to ``stop - 1``; see the class docstring."""
         adapters, act_rows = self.adapters, self.act_rows
