@@ -17,8 +17,10 @@ with ``batch_size=(E,)`` and the agents split into groups:
 Autoreset: the VecEnv must run in ``same_step`` (or ``fast``) mode. A step hands
 back the episode's last observation (``final_obs``) where an env finished, and
 keeps the new episode's start, which the VecEnv already made; ``reset`` with a
-``"_reset"`` mask then hands back that start instead of resetting again. Envs
-that did not just finish are really reset (``venv.reset(env_ids=...)``).
+``"_reset"`` mask (what TorchRL's collectors and rollouts pass after an episode
+ends) then hands back that start instead of resetting again; masked envs that did
+not just finish are really reset (``venv.reset(env_ids=...)``). A ``reset()``
+without a ``"_reset"`` entry resets every env, as ``PettingZooWrapper`` does.
 
 Seeding: ``set_seed(s)`` resets every env at once with seed ``s + i`` (as
 ``PettingZooWrapper`` resets with its seed); the constructor does the same
@@ -201,6 +203,12 @@ class TorchRLEnv(EnvBase):
             self._set_seed(seed)
             return self._output(self._current, step=False)
         wanted = self._reset_mask(tensordict)
+        if wanted is None:
+            # A reset without "_reset" masks (a rollout's or collector's start) resets
+            # every env, as PettingZooWrapper's reset does.
+            self._current = self.venv.reset()
+            self._just_reset[:] = True
+            return self._output(self._current, step=False)
         # Envs that finished at the last step are already at their new episode's start.
         to_reset = np.flatnonzero(wanted & ~self._just_reset)
         if len(to_reset):
@@ -209,16 +217,17 @@ class TorchRLEnv(EnvBase):
         self._just_reset[wanted] = True
         return self._output(self._current, step=False)
 
-    def _reset_mask(self, tensordict: TensorDictBase | None) -> np.ndarray:
+    def _reset_mask(self, tensordict: TensorDictBase | None) -> np.ndarray | None:
+        """The envs a ``"_reset"`` entry names (root, else any of the groups'); None without one."""
         E = self.venv.num_envs
         if tensordict is None:
-            return np.ones(E, dtype=bool)
+            return None
         root = tensordict.get("_reset", None)
         if root is not None:
             return root.reshape(E).cpu().numpy().astype(bool)
         masks = [tensordict.get((g, "_reset"), None) for g in self.group_map]
         masks = [m.reshape(E, -1).any(-1).cpu().numpy() for m in masks if m is not None]
-        return np.logical_or.reduce(masks) if masks else np.ones(E, dtype=bool)
+        return np.logical_or.reduce(masks) if masks else None
 
     @staticmethod
     def _merge(old: StepResult, fresh: StepResult, rows: np.ndarray) -> StepResult:
