@@ -29,9 +29,15 @@ SPREAD = {"env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3",
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
+def _one_thread(monkeypatch):
+    # TorchRL's SerialEnv, on closing, raises torch's thread count to its value at
+    # torchrl's import (torchrl._THREAD_POOL_INIT); held at one thread, every run sums
+    # floats in the same order.
+    import torchrl
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    monkeypatch.setattr(torchrl, "_THREAD_POOL_INIT", 1)
     yield
     torch.set_num_threads(threads)
 

@@ -163,8 +163,8 @@ class TorchRLEnv(EnvBase):
             else:
                 assert isinstance(spec.action, ContinuousAction)
                 shape = (E, A, *spec.action.shape)
-                low = torch.as_tensor(np.broadcast_to(spec.action.low, spec.action.shape), dtype=torch.float32)
-                high = torch.as_tensor(np.broadcast_to(spec.action.high, spec.action.shape), dtype=torch.float32)
+                low = torch.tensor(np.broadcast_to(spec.action.low, spec.action.shape), dtype=torch.float32)
+                high = torch.tensor(np.broadcast_to(spec.action.high, spec.action.shape), dtype=torch.float32)
                 act = Bounded(low=low.expand(shape), high=high.expand(shape), shape=shape, dtype=torch.float32, device=dev)
             if self._agent_mask:
                 group_obs["mask"] = flag(E, A)
