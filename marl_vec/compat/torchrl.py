@@ -34,7 +34,7 @@ once. Observations keep the VecEnv's padded per-agent shape in every group.
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.compat.torchrl import TorchRLEnv
-    >>> env = TorchRLEnv(mv.make("configs/mpe/simple_spread.yaml", num_envs=2))
+    >>> env = TorchRLEnv(mv.make("mpe/simple_spread", num_envs=2))
     >>> td = env.rollout(5)
     >>> td["agents", "observation"].shape, td["next", "agents", "reward"].shape
     (torch.Size([2, 5, 3, 18]), torch.Size([2, 5, 3, 1]))
@@ -46,10 +46,17 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
-from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Bounded, Categorical, Composite, Unbounded
-from torchrl.envs import EnvBase
+
+try:
+    import torch
+    from tensordict import TensorDict, TensorDictBase
+    from torchrl.data import Bounded, Categorical, Composite, Unbounded
+    from torchrl.envs import EnvBase
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        f"torchrl is needed for TorchRLEnv but cannot be imported ({exc}); "
+        "install it with: pip install 'marl_vec[torchrl]'"
+    ) from exc
 
 from marl_vec.episode import AutoresetMode
 from marl_vec.spec import ContinuousAction, EnvSpec
