@@ -12,7 +12,11 @@ over ``mpe2.simple_spread_v3.parallel_env`` instead: that shim is the only chang
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +163,19 @@ def test_task_refuses_bad_input():
         MarlVecTask("spread", {"config": SPREAD, "num_env": 2})
     with pytest.raises(ValueError, match="needs 'config'"):
         MarlVecTask("spread", {})
+
+
+def test_train_with_script_prints_returns(tmp_path):
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, str(root / "scripts" / "train_with" / "benchmarl_mappo.py"), "--config", "mpe/simple_tag",
+         "--group-map", "prefix", "--frames", "200", "--num-envs", "4", "--frames-per-batch", "100",
+         "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    # 100 frames of 4 envs per batch: each batch ends one 25-step episode per env.
+    returns = [line for line in lines if line.startswith("frames=")]
+    assert [r.split()[0] for r in returns] == ["frames=100", "frames=200"]
+    assert all(" adversary=" in r and " agent=" in r for r in returns)
+    assert lines[-1].startswith("first_return=") and " last_return=" in lines[-1]
