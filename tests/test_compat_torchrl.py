@@ -11,6 +11,8 @@ same ``PettingZooWrapper`` over ``mpe2.simple_spread_v3``).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -158,6 +160,28 @@ def test_action_masks_and_agent_mask_values():
         face.close()
 
 
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_envs_ending_at_different_steps(backend):
+    """Episodes of 4 and 6 steps: each step shows the final observation where an env ended, and the
+    following reset (with "_reset" masks, as TorchRL's rollout) the new episode's start, without
+    resetting the other env. DyingAgentEnv's obs[0] is the episode's step count."""
+    fns = [functools.partial(DyingAgentEnv, episode_len=4, die_at=9), functools.partial(DyingAgentEnv, die_at=9)]
+    face = TorchRLEnv(mv.make_vec(fns, backend=backend, env_seed=0))
+    try:
+        td = face.reset()
+        for t in range(13):
+            counts = [t % 4, t % 6]
+            assert td["agents", "observation"][:, 0, 0].tolist() == counts, t
+            # (count + 1) % 3 is never the unavailable action count % n
+            td["agents", "action"] = torch.tensor([[(c + 1) % 3] * 3 for c in counts])
+            stepped, td = face.step_and_maybe_reset(td)
+            ended = [counts[0] == 3, counts[1] == 5]
+            assert stepped["next", "done"].flatten().tolist() == ended, t
+            assert stepped["next", "agents", "observation"][:, 0, 0].tolist() == [c + 1 for c in counts], t
+    finally:
+        face.close()
+
+
 def test_partial_reset_resets_only_masked_envs():
     face = TorchRLEnv(mv.make_vec([DyingAgentEnv] * 2, env_seed=0))
     try:
@@ -206,3 +230,17 @@ def test_refuses_misuse():
     cont.close()
     with pytest.raises(TypeError, match="wraps a marl_vec VecEnv"):
         TorchRLEnv(_spread_native(0))
+
+
+def test_check_env_specs_continuous_actions():
+    config = {"env": {**SPREAD["env"], "kwargs": {"N": 3, "max_cycles": 25, "continuous_actions": True}}}
+    env = TorchRLEnv(mv.make(config, num_envs=2))
+    try:
+        check_env_specs(env)
+        action = env.full_action_spec["agents", "action"]
+        assert action.shape == (2, 3, 5) and action.dtype == torch.float32
+        assert float(action.space.low.min()) == 0.0 and float(action.space.high.max()) == 1.0  # mpe2's Box(0, 1)
+        assert "action_mask" not in env.observation_spec["agents"].keys()
+        env.rollout(30, break_when_any_done=False)
+    finally:
+        env.close()
