@@ -244,3 +244,21 @@ def test_check_env_specs_continuous_actions():
         env.rollout(30, break_when_any_done=False)
     finally:
         env.close()
+
+
+def test_copy_false_vecenv_gives_steps_that_stay_put():
+    """A copy=False VecEnv reuses its buffers; the face copies, so a rollout keeps every step."""
+    actions = np.random.default_rng(3).integers(0, 5, size=(30, 2, 3))
+    rollouts = []
+    for copy in (True, False):
+        face = TorchRLEnv(mv.make(SPREAD, num_envs=2, copy=copy))
+        td = face.reset()
+        steps = []
+        for t in range(30):
+            td["agents", "action"] = torch.as_tensor(actions[t])
+            stepped, td = face.step_and_maybe_reset(td)
+            steps.append(stepped)
+        rollouts.append(torch.stack(steps))
+        face.close()
+    assert (rollouts[0] == rollouts[1]).all()
+    assert not torch.equal(rollouts[1]["agents", "observation"][0], rollouts[1]["agents", "observation"][1])

@@ -131,7 +131,12 @@ class TorchRLEnv(EnvBase):
         spec: EnvSpec = venv.spec
         self.group_map = _check_group_map(group_map, spec.agents)
         index = {a: i for i, a in enumerate(spec.agents)}
-        self._group_index = {g: np.array([index[a] for a in members]) for g, members in self.group_map.items()}
+        # Each group's agent positions: a slice where they are contiguous (a view, no copy per step).
+        self._group_index: dict[str, Any] = {}
+        for g, members in self.group_map.items():
+            positions = [index[a] for a in members]
+            contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
+            self._group_index[g] = slice(positions[0], positions[-1] + 1) if contiguous else np.array(positions)
         self._discrete = spec.discrete
         if action_mask and not self._discrete:
             raise ValueError("action_mask=True needs discrete actions; this VecEnv's actions are continuous")
@@ -139,7 +144,10 @@ class TorchRLEnv(EnvBase):
         self._actions = np.zeros((venv.num_envs, spec.n_agents, *spec.action_shape),
                                  dtype=np.int64 if self._discrete else np.float32)
 
-        first = venv.reset(seed=seed)
+        # With copy=False the VecEnv hands back its buffers, which the next step
+        # overwrites; TorchRL keeps every step's tensors, so the face copies them.
+        self._copy = not venv.copy
+        first = self._own(venv.reset(seed=seed))
         self._check_arrays(first)
         if action_mask is None:
             action_mask = self._discrete and (spec.actions_padded or not bool(first.avail_actions.all()))
@@ -199,7 +207,7 @@ class TorchRLEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         # As PettingZooWrapper: seeding resets at once, so the next episode uses the seed.
-        self._current = self.venv.reset(seed=seed)
+        self._current = self._own(self.venv.reset(seed=seed))
         self._just_reset[:] = True
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
@@ -213,13 +221,13 @@ class TorchRLEnv(EnvBase):
         if wanted is None:
             # A reset without "_reset" masks (a rollout's or collector's start) resets
             # every env, as PettingZooWrapper's reset does.
-            self._current = self.venv.reset()
+            self._current = self._own(self.venv.reset())
             self._just_reset[:] = True
             return self._output(self._current, step=False)
         # Envs that finished at the last step are already at their new episode's start.
         to_reset = np.flatnonzero(wanted & ~self._just_reset)
         if len(to_reset):
-            fresh = self.venv.reset(env_ids=to_reset.tolist())
+            fresh = self._own(self.venv.reset(env_ids=to_reset.tolist()))
             self._current = self._merge(self._current, fresh, to_reset)
         self._just_reset[wanted] = True
         return self._output(self._current, step=False)
@@ -235,6 +243,15 @@ class TorchRLEnv(EnvBase):
         masks = [tensordict.get((g, "_reset"), None) for g in self.group_map]
         masks = [m.reshape(E, -1).any(-1).cpu().numpy() for m in masks if m is not None]
         return np.logical_or.reduce(masks) if masks else None
+
+    def _own(self, r: StepResult) -> StepResult:
+        """``r`` itself, or (for a ``copy=False`` VecEnv) a copy of its arrays."""
+        if not self._copy:
+            return r
+        own = lambda a: None if a is None else a.copy()  # noqa: E731
+        return StepResult(own(r.obs), own(r.state), own(r.avail_actions), own(r.agent_mask), own(r.reward),
+                          own(r.terminated), own(r.truncated), own(r.done), r.infos,
+                          own(r.final_obs), own(r.final_state), own(r.final_avail_actions))
 
     @staticmethod
     def _merge(old: StepResult, fresh: StepResult, rows: np.ndarray) -> StepResult:
@@ -254,7 +271,7 @@ class TorchRLEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         for group, idx in self._group_index.items():
             self._actions[:, idx] = tensordict.get((group, "action")).detach().cpu().numpy()
-        result = self.venv.step(self._actions)
+        result = self._own(self.venv.step(self._actions))
         self._current = result
         done = result.done
         self._just_reset[:] = done
@@ -292,14 +309,14 @@ class TorchRLEnv(EnvBase):
                 out[k] = torch.zeros(E, 1, dtype=torch.bool)
         avail_t = torch.from_numpy(avail) if (self._action_mask and avail is not None) else None
         for group, idx in self._group_index.items():
-            ix = torch.from_numpy(idx)
+            ix = idx if isinstance(idx, slice) else torch.from_numpy(idx)
             g: dict[str, Any] = {"observation": obs_t[:, ix]}
             if avail_t is not None:
                 g["action_mask"] = avail_t[:, ix]
                 self.action_spec[group, "action"].update_mask(g["action_mask"].clone())
             if self._agent_mask:
                 g["mask"] = torch.from_numpy(r.agent_mask)[:, ix]
-            A = len(idx)
+            A = len(self.group_map[group])
             if step:
                 g["reward"] = reward_t[:, ix].unsqueeze(-1)
                 g["done"] = agent_done[:, ix].unsqueeze(-1)
