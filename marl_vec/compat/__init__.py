@@ -5,6 +5,8 @@
 - :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
   gymnasium's next-step autoreset.
 - :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
+- :class:`TorchRLEnv`: a TorchRL multi-agent ``EnvBase`` (extra ``torchrl``), and
+  :class:`MarlVecTask`: any marl_vec config as a BenchMARL task (extra ``benchmarl``).
 
 Example:
     >>> import gymnasium as gym
@@ -20,7 +22,7 @@ Example:
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "MarlVecTask"]
 
 
 def __getattr__(name: str) -> object:
@@ -29,4 +31,12 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.sb3 import SB3VecEnv
 
         return SB3VecEnv
+    if name == "TorchRLEnv":  # imports torch and torchrl
+        from marl_vec.compat.torchrl import TorchRLEnv
+
+        return TorchRLEnv
+    if name == "MarlVecTask":  # imports benchmarl
+        from marl_vec.compat.benchmarl import MarlVecTask
+
+        return MarlVecTask
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")

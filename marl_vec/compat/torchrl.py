@@ -1,0 +1,342 @@
+"""TorchRLEnv: a TorchRL ``EnvBase`` over any marl_vec VecEnv (extra ``torchrl``).
+
+The layout is TorchRL's multi-agent one (as its ``PettingZooWrapper`` / ``VmasEnv``),
+with ``batch_size=(E,)`` and the agents split into groups:
+
+- ``(group, "observation")`` (E, A_g, *obs_shape); ``(group, "action_mask")``
+  (E, A_g, n_actions) bool only where the env has masks (see ``action_mask``);
+  ``(group, "mask")`` (E, A_g) bool, the agents alive, only with ``agent_mask=True``;
+  ``"state"`` (E, *state_shape) where the VecEnv has a state.
+- ``(group, "action")``: discrete (E, A_g) int64 (categorical, never one-hot);
+  continuous (E, A_g, *action_shape) float32 within the env's bounds.
+- ``(group, "reward")`` (E, A_g, 1) float32.
+- ``(group, "done" | "terminated" | "truncated")`` (E, A_g, 1) per agent, and at the
+  root (E, 1): ``done`` is the env finishing its episode; ``terminated`` when every
+  agent terminated, else ``truncated``.
+
+Autoreset: the VecEnv must run in ``same_step`` (or ``fast``) mode. A step hands
+back the episode's last observation (``final_obs``) where an env finished, and
+keeps the new episode's start, which the VecEnv already made; ``reset`` with a
+``"_reset"`` mask (what TorchRL's collectors and rollouts pass after an episode
+ends) then hands back that start instead of resetting again; masked envs that did
+not just finish are really reset (``venv.reset(env_ids=...)``). A ``reset()``
+without a ``"_reset"`` entry resets every env, as ``PettingZooWrapper`` does.
+
+Seeding: ``set_seed(s)`` resets every env at once with seed ``s + i`` (as
+``PettingZooWrapper`` resets with its seed); the constructor does the same
+with ``seed`` (default: the VecEnv's own ``env_seed``, by an unseeded reset).
+
+Groups (``group_map``): None -> one group ``"agents"``; ``"prefix"`` -> agents named
+``name_<int>`` grouped by ``name`` (PettingZooWrapper's default, e.g. ``adversary`` /
+``agent`` in simple_tag); or a dict ``{group: [agent ids]}`` covering every agent
+once. Observations keep the VecEnv's padded per-agent shape in every group.
+
+Example:
+    >>> import marl_vec as mv
+    >>> from marl_vec.compat.torchrl import TorchRLEnv
+    >>> env = TorchRLEnv(mv.make("mpe/simple_spread", num_envs=2))
+    >>> td = env.rollout(5)
+    >>> td["agents", "observation"].shape, td["next", "agents", "reward"].shape
+    (torch.Size([2, 5, 3, 18]), torch.Size([2, 5, 3, 1]))
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+try:
+    import torch
+    from tensordict import TensorDict, TensorDictBase
+    from torchrl.data import Bounded, Categorical, Composite, Unbounded
+    from torchrl.envs import EnvBase
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        f"torchrl is needed for TorchRLEnv but cannot be imported ({exc}); "
+        "install it with: pip install 'marl_vec[torchrl]'"
+    ) from exc
+
+from marl_vec.episode import AutoresetMode
+from marl_vec.spec import ContinuousAction, EnvSpec
+from marl_vec.vec.base import StepResult, VecEnv
+
+GroupMap = Mapping[str, Sequence[str]]
+
+
+def prefix_group_map(agents: Sequence[str]) -> dict[str, list[str]]:
+    """PettingZooWrapper's default grouping: ``name_<int>`` -> group ``name``; other names alone.
+
+    >>> prefix_group_map(["adversary_0", "adversary_1", "agent_0", "leader"])
+    {'adversary': ['adversary_0', 'adversary_1'], 'agent': ['agent_0'], 'leader': ['leader']}
+    """
+    groups: dict[str, list[str]] = {}
+    for agent in agents:
+        name, _, number = agent.rpartition("_")
+        group = name if name and number.isdigit() else agent
+        groups.setdefault(group, []).append(agent)
+    return groups
+
+
+def _check_group_map(group_map: GroupMap | str | None, agents: tuple[str, ...]) -> dict[str, list[str]]:
+    if group_map is None:
+        return {"agents": list(agents)}
+    if group_map == "prefix":
+        return prefix_group_map(agents)
+    if isinstance(group_map, str) or not isinstance(group_map, Mapping):
+        raise ValueError(f"group_map must be None, 'prefix' or a dict {{group: [agent ids]}}, got {group_map!r}")
+    listed = [a for members in group_map.values() for a in members]
+    if sorted(listed) != sorted(agents):
+        raise ValueError(
+            f"group_map must name every agent exactly once; agents are {list(agents)}, group_map names {listed}"
+        )
+    for group, members in group_map.items():
+        if not members or "/" in group or group in ("state", "done", "terminated", "truncated", "_reset"):
+            raise ValueError(f"group_map: group {group!r} must be a non-empty list under a name other than "
+                             "'state', 'done', 'terminated', 'truncated', '_reset', without '/'")
+    return {g: list(m) for g, m in group_map.items()}
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+class TorchRLEnv(EnvBase):
+    """A TorchRL multi-agent ``EnvBase`` over a marl_vec VecEnv; see the module docstring.
+
+    Args:
+        venv: the VecEnv (any backend, any family), in ``same_step`` or ``fast`` autoreset mode.
+            The face owns it: ``close()`` closes it.
+        group_map: None (one group ``"agents"``), ``"prefix"``, or ``{group: [agent ids]}``.
+        action_mask: expose ``(group, "action_mask")``. None: where the actions are
+            discrete and the env masks some (padded actions, or an action unavailable at
+            the first reset). Refused for continuous actions.
+        agent_mask: expose ``(group, "mask")``, which agents are alive.
+        seed: reset with this seed at construction; None: the VecEnv's ``env_seed``.
+        device: where the tensors go (the VecEnv's arrays are on the CPU).
+    """
+
+    def __init__(self, venv: VecEnv, group_map: GroupMap | str | None = None, action_mask: bool | None = None,
+                 agent_mask: bool = False, seed: int | None = None, device: Any = "cpu"):
+        if not isinstance(venv, VecEnv):
+            raise TypeError(f"TorchRLEnv wraps a marl_vec VecEnv, got {type(venv).__name__}")
+        if venv.autoreset not in (AutoresetMode.SAME_STEP, AutoresetMode.FAST):
+            raise ValueError(
+                f"TorchRLEnv needs a VecEnv with autoreset='same_step' or 'fast' (TorchRL resets finished envs "
+                f"itself, after seeing the final observation), got autoreset={venv.autoreset.value!r}"
+            )
+        super().__init__(device=device, batch_size=torch.Size([venv.num_envs]), allow_done_after_reset=False)
+        self.venv = venv
+        spec: EnvSpec = venv.spec
+        self.group_map = _check_group_map(group_map, spec.agents)
+        index = {a: i for i, a in enumerate(spec.agents)}
+        # Each group's agent positions: a slice where they are contiguous (a view, no copy per step).
+        self._group_index: dict[str, Any] = {}
+        for g, members in self.group_map.items():
+            positions = [index[a] for a in members]
+            contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
+            self._group_index[g] = slice(positions[0], positions[-1] + 1) if contiguous else np.array(positions)
+        self._discrete = spec.discrete
+        if action_mask and not self._discrete:
+            raise ValueError("action_mask=True needs discrete actions; this VecEnv's actions are continuous")
+        self._agent_mask = bool(agent_mask)
+        self._actions = np.zeros((venv.num_envs, spec.n_agents, *spec.action_shape),
+                                 dtype=np.int64 if self._discrete else np.float32)
+
+        # With copy=False the VecEnv hands back its buffers, which the next step
+        # overwrites; TorchRL keeps every step's tensors, so the face copies them.
+        self._copy = not venv.copy
+        first = self._own(venv.reset(seed=seed))
+        self._check_arrays(first)
+        if action_mask is None:
+            action_mask = self._discrete and (spec.actions_padded or not bool(first.avail_actions.all()))
+        self._action_mask = bool(action_mask)
+        self._has_state = first.state is not None
+        self._make_specs(spec)
+        # The latest StepResult: its obs/state/avail rows are each env's current
+        # observation, i.e. the new episode's start where an env just finished.
+        self._current = first
+        self._just_reset = np.ones(venv.num_envs, dtype=bool)
+
+    # -- specs -----------------------------------------------------------------------
+
+    def _make_specs(self, spec: EnvSpec) -> None:
+        E = self.venv.num_envs
+        dev = self.device
+        obs_dtype = _torch_dtype(spec.obs_dtype)
+        observation, action, reward, done = Composite(shape=(E,)), Composite(shape=(E,)), Composite(shape=(E,)), Composite(shape=(E,))
+        flag = lambda *shape: Categorical(n=2, shape=torch.Size(shape), dtype=torch.bool, device=dev)  # noqa: E731
+        for group, members in self.group_map.items():
+            A = len(members)
+            group_obs = {"observation": Unbounded(shape=(E, A, *spec.obs_shape), dtype=obs_dtype, device=dev)}
+            if self._discrete:
+                n = spec.n_actions
+                act: Any = Categorical(n=n, shape=(E, A), dtype=torch.int64, device=dev)
+                if self._action_mask:
+                    group_obs["action_mask"] = flag(E, A, n)
+            else:
+                assert isinstance(spec.action, ContinuousAction)
+                shape = (E, A, *spec.action.shape)
+                low = torch.tensor(np.broadcast_to(spec.action.low, spec.action.shape), dtype=torch.float32)
+                high = torch.tensor(np.broadcast_to(spec.action.high, spec.action.shape), dtype=torch.float32)
+                act = Bounded(low=low.expand(shape), high=high.expand(shape), shape=shape, dtype=torch.float32, device=dev)
+            if self._agent_mask:
+                group_obs["mask"] = flag(E, A)
+            observation[group] = Composite(group_obs, shape=(E, A))
+            action[group] = Composite({"action": act}, shape=(E, A))
+            reward[group] = Composite({"reward": Unbounded(shape=(E, A, 1), dtype=torch.float32, device=dev)}, shape=(E, A))
+            done[group] = Composite({k: flag(E, A, 1) for k in ("done", "terminated", "truncated")}, shape=(E, A))
+        if self._has_state:
+            observation["state"] = Unbounded(shape=(E, *spec.state_shape), dtype=_torch_dtype(spec.state_dtype), device=dev)
+        for k in ("done", "terminated", "truncated"):
+            done[k] = flag(E, 1)
+        self.observation_spec = observation
+        self.action_spec = action
+        self.reward_spec = reward
+        self.done_spec = done
+
+    def _check_arrays(self, result: StepResult) -> None:
+        if not isinstance(result.obs, np.ndarray):
+            raise TypeError(
+                "TorchRLEnv supports array observations only; this VecEnv's observations are "
+                f"{type(result.obs).__name__} (Dict/Tuple spaces are not supported)"
+            )
+
+    # -- TorchRL's hooks ------------------------------------------------------------------
+
+    def _set_seed(self, seed: int | None) -> None:
+        # As PettingZooWrapper: seeding resets at once, so the next episode uses the seed.
+        self._current = self._own(self.venv.reset(seed=seed))
+        self._just_reset[:] = True
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        seed = kwargs.pop("seed", None)
+        if kwargs:
+            raise TypeError(f"TorchRLEnv.reset takes only 'seed', got {sorted(kwargs)}")
+        if seed is not None:
+            self._set_seed(seed)
+            return self._output(self._current, step=False)
+        wanted = self._reset_mask(tensordict)
+        if wanted is None:
+            # A reset without "_reset" masks (a rollout's or collector's start) resets
+            # every env, as PettingZooWrapper's reset does.
+            self._current = self._own(self.venv.reset())
+            self._just_reset[:] = True
+            return self._output(self._current, step=False)
+        # Envs that finished at the last step are already at their new episode's start.
+        to_reset = np.flatnonzero(wanted & ~self._just_reset)
+        if len(to_reset):
+            fresh = self._own(self.venv.reset(env_ids=to_reset.tolist()))
+            self._current = self._merge(self._current, fresh, to_reset)
+        self._just_reset[wanted] = True
+        return self._output(self._current, step=False)
+
+    def _reset_mask(self, tensordict: TensorDictBase | None) -> np.ndarray | None:
+        """The envs a ``"_reset"`` entry names (root, else any of the groups'); None without one."""
+        E = self.venv.num_envs
+        if tensordict is None:
+            return None
+        root = tensordict.get("_reset", None)
+        if root is not None:
+            return root.reshape(E).cpu().numpy().astype(bool)
+        masks = [tensordict.get((g, "_reset"), None) for g in self.group_map]
+        masks = [m.reshape(E, -1).any(-1).cpu().numpy() for m in masks if m is not None]
+        return np.logical_or.reduce(masks) if masks else None
+
+    def _own(self, r: StepResult) -> StepResult:
+        """``r`` itself, or (for a ``copy=False`` VecEnv) a copy of its arrays."""
+        if not self._copy:
+            return r
+        own = lambda a: None if a is None else a.copy()  # noqa: E731
+        return StepResult(own(r.obs), own(r.state), own(r.avail_actions), own(r.agent_mask), own(r.reward),
+                          own(r.terminated), own(r.truncated), own(r.done), r.infos,
+                          own(r.final_obs), own(r.final_state), own(r.final_avail_actions))
+
+    @staticmethod
+    def _merge(old: StepResult, fresh: StepResult, rows: np.ndarray) -> StepResult:
+        """The current arrays with ``rows`` taken from a partial reset's result."""
+        merged = {}
+        for name in ("obs", "state", "avail_actions", "agent_mask"):
+            a, b = getattr(old, name), getattr(fresh, name)
+            if a is None:
+                merged[name] = None
+                continue
+            a = a.copy()
+            a[rows] = b[rows]
+            merged[name] = a
+        return StepResult(merged["obs"], merged["state"], merged["avail_actions"], merged["agent_mask"],
+                          fresh.reward, fresh.terminated, fresh.truncated, fresh.done, fresh.infos)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for group, idx in self._group_index.items():
+            self._actions[:, idx] = tensordict.get((group, "action")).detach().cpu().numpy()
+        result = self._own(self.venv.step(self._actions))
+        self._current = result
+        done = result.done
+        self._just_reset[:] = done
+        return self._output(result, step=True)
+
+    # -- building the tensordicts ---------------------------------------------------------
+
+    def _output(self, r: StepResult, step: bool) -> TensorDictBase:
+        """TorchRL's view of a result; after a step, finished envs show their final observation."""
+        E = self.venv.num_envs
+        obs, state, avail = r.obs, r.state, r.avail_actions
+        done = r.done if step else np.zeros(E, dtype=bool)
+        if step and done.any():
+            obs, state = obs.copy(), None if state is None else state.copy()
+            obs[done] = r.final_obs[done]
+            if state is not None:
+                state[done] = r.final_state[done]
+            if avail is not None:
+                avail = avail.copy()
+                avail[done] = r.final_avail_actions[done]
+        obs_t = torch.from_numpy(obs)
+        out: dict[str, Any] = {}
+        if step:
+            terminated = r.terminated
+            truncated = r.truncated
+            root_terminated = done & terminated.all(axis=1)
+            out["done"] = torch.from_numpy(done.reshape(E, 1).copy())
+            out["terminated"] = torch.from_numpy(root_terminated.reshape(E, 1))
+            out["truncated"] = torch.from_numpy((done & ~root_terminated).reshape(E, 1))
+            reward_t = torch.from_numpy(r.reward.astype(np.float32, copy=False))
+            agent_done = torch.from_numpy(terminated | truncated)
+            terminated_t, truncated_t = torch.from_numpy(terminated), torch.from_numpy(truncated)
+        else:
+            for k in ("done", "terminated", "truncated"):
+                out[k] = torch.zeros(E, 1, dtype=torch.bool)
+        avail_t = torch.from_numpy(avail) if (self._action_mask and avail is not None) else None
+        for group, idx in self._group_index.items():
+            ix = idx if isinstance(idx, slice) else torch.from_numpy(idx)
+            g: dict[str, Any] = {"observation": obs_t[:, ix]}
+            if avail_t is not None:
+                g["action_mask"] = avail_t[:, ix]
+                self.action_spec[group, "action"].update_mask(g["action_mask"].clone())
+            if self._agent_mask:
+                g["mask"] = torch.from_numpy(r.agent_mask)[:, ix]
+            A = len(self.group_map[group])
+            if step:
+                g["reward"] = reward_t[:, ix].unsqueeze(-1)
+                g["done"] = agent_done[:, ix].unsqueeze(-1)
+                g["terminated"] = terminated_t[:, ix].unsqueeze(-1)
+                g["truncated"] = truncated_t[:, ix].unsqueeze(-1)
+            else:
+                for k in ("done", "terminated", "truncated"):
+                    g[k] = torch.zeros(E, A, 1, dtype=torch.bool)
+            out[group] = TensorDict(g, batch_size=(E, A))
+        if self._has_state:
+            out["state"] = torch.from_numpy(state)
+        return TensorDict(out, batch_size=(E,), device=self.device)
+
+    # -- the rest of EnvBase ------------------------------------------------------------------
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        self.venv.close()
+        self.is_closed = True
+
+    def render(self, mode: str = "rgb_array") -> Any:
+        """Env 0's frame, as TorchRL's single-env wrappers give one frame (BenchMARL's video)."""
+        frames = self.venv.render()
+        return None if frames is None else frames[0]

@@ -1,0 +1,181 @@
+"""marl_vec.compat.benchmarl.MarlVecTask: BenchMARL's own trainers on marl_vec.
+
+The proof: BenchMARL MAPPO, 1 env, 600 frames, seed 0, learns exactly the same
+parameters through the face as on TorchRL's ``PettingZooWrapper`` over mpe2
+simple_spread. BenchMARL's own ``PettingZooTask.SIMPLE_SPREAD`` cannot build its
+env with pettingzoo 1.27 (TorchRL's ``PettingZooEnv`` looks the task up in
+``pettingzoo.mpe``, which moved to the mpe2 package), so the reference is its
+``PettingZooClass`` with ``get_env_fun`` building the same ``PettingZooWrapper``
+(``categorical_actions=True, return_state=True, seed=seed, render_mode="rgb_array"``)
+over ``mpe2.simple_spread_v3.parallel_env`` instead: that shim is the only change.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("benchmarl")
+from benchmarl.algorithms import MappoConfig, QmixConfig  # noqa: E402
+from benchmarl.environments.pettingzoo.common import PettingZooClass  # noqa: E402
+from benchmarl.experiment import Experiment, ExperimentConfig  # noqa: E402
+from benchmarl.experiment.callback import Callback  # noqa: E402
+from benchmarl.models import MlpConfig  # noqa: E402
+from torchrl.envs import PettingZooWrapper  # noqa: E402
+
+from marl_vec.compat.benchmarl import MarlVecTask  # noqa: E402
+
+SPREAD_PZ = {"task": "simple_spread_v3", "max_cycles": 25, "N": 3, "local_ratio": 0.5}
+SPREAD = {"env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3",
+                  "kwargs": {"N": 3, "max_cycles": 25, "local_ratio": 0.5, "continuous_actions": False}}}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    # TorchRL's SerialEnv, on closing, raises torch's thread count to its value at
+    # torchrl's import (torchrl._THREAD_POOL_INIT); held at one thread, every run sums
+    # floats in the same order.
+    import torchrl
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setattr(torchrl, "_THREAD_POOL_INIT", 1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Mpe2SimpleSpread(PettingZooClass):
+    """BenchMARL's PettingZoo task class, its env built from mpe2 (see the module docstring)."""
+
+    def get_env_fun(self, num_envs, continuous_actions, seed, device):
+        import mpe2.simple_spread_v3 as simple_spread
+
+        kwargs = {k: v for k, v in self.config.items() if k != "task"}
+        return lambda: PettingZooWrapper(
+            simple_spread.parallel_env(continuous_actions=continuous_actions, render_mode="rgb_array", **kwargs),
+            categorical_actions=True, device=device, seed=seed, return_state=True)
+
+
+def _config(folder, **overrides) -> ExperimentConfig:
+    config = ExperimentConfig.get_from_yaml()
+    settings = dict(
+        max_n_frames=600, on_policy_collected_frames_per_batch=300, on_policy_n_envs_per_worker=1,
+        on_policy_minibatch_size=100, on_policy_n_minibatch_iters=1,
+        evaluation=False, render=False, loggers=[], create_json=False, save_folder=str(folder),
+        checkpoint_interval=0, checkpoint_at_end=False, prefer_continuous_actions=False,
+    )
+    settings.update(overrides)
+    for key, value in settings.items():
+        setattr(config, key, value)
+    return config
+
+
+def _experiment(task, algorithm, folder, callbacks=(), **overrides) -> Experiment:
+    return Experiment(task=task, algorithm_config=algorithm.get_from_yaml(), model_config=MlpConfig.get_from_yaml(),
+                      critic_model_config=MlpConfig.get_from_yaml(), seed=0, config=_config(folder, **overrides),
+                      callbacks=list(callbacks))
+
+
+def _parameters(experiment: Experiment) -> list[torch.Tensor]:
+    return [p.detach().clone() for group in sorted(experiment.losses) for p in experiment.losses[group].parameters()]
+
+
+def test_mappo_learns_the_same_parameters_as_on_pettingzoo_wrapper(tmp_path):
+    (tmp_path / "native").mkdir()
+    (tmp_path / "face").mkdir()
+    native = _experiment(Mpe2SimpleSpread(name="SIMPLE_SPREAD", config=dict(SPREAD_PZ)), MappoConfig, tmp_path / "native")
+    initial = _parameters(native)
+    native.run()
+    face = _experiment(MarlVecTask("simple_spread", {"config": SPREAD, "group_map": "prefix"}), MappoConfig,
+                       tmp_path / "face")
+    face.run()
+    assert native.total_frames == face.total_frames == 600
+    expected, got = _parameters(native), _parameters(face)
+    assert len(expected) == len(got) > 0
+    assert not all(torch.equal(a, b) for a, b in zip(initial, expected))  # training changed them
+    for a, b in zip(expected, got):
+        assert torch.equal(a, b)
+
+
+class _Evaluations(Callback):
+    def __init__(self):
+        super().__init__()
+        self.rollouts = []
+
+    def on_evaluation_end(self, rollouts):
+        self.rollouts.append(rollouts)
+
+
+@pytest.mark.parametrize("algorithm", [MappoConfig, QmixConfig], ids=["mappo", "qmix"])
+def test_trains_and_evaluates_through_the_face(tmp_path, algorithm):
+    evaluations = _Evaluations()
+    task = MarlVecTask.from_config("mpe/simple_tag", group_map="prefix")
+    experiment = _experiment(
+        task, algorithm, tmp_path, callbacks=[evaluations],
+        max_n_frames=200, on_policy_collected_frames_per_batch=100, on_policy_n_envs_per_worker=2,
+        on_policy_minibatch_size=50,
+        off_policy_collected_frames_per_batch=100, off_policy_n_envs_per_worker=2, off_policy_n_optimizer_steps=2,
+        off_policy_train_batch_size=32, off_policy_memory_size=1000,
+        evaluation=True, evaluation_interval=100, evaluation_episodes=2,
+        create_json=True,  # BenchMARL evaluates only when something records it (into tmp_path)
+    )
+    assert experiment.group_map == {"adversary": ["adversary_0", "adversary_1", "adversary_2"], "agent": ["agent_0"]}
+    experiment.run()
+    assert experiment.total_frames == 200
+    assert len(evaluations.rollouts) >= 2  # BenchMARL evaluates at its interval and at the end
+    for rollouts in evaluations.rollouts:
+        assert len(rollouts) == 2  # one per evaluation env
+        for rollout in rollouts:
+            assert rollout.batch_size[0] == 25  # simple_tag's episode: max_cycles=25
+            assert bool(rollout["next", "done"][-1].all())
+
+
+def test_task_contract():
+    task = MarlVecTask.from_config("mpe/simple_spread")
+    assert task.name == "mpe2_simple_spread_v3" and "/" not in task.name
+    assert task.supports_discrete_actions() and task.supports_continuous_actions()  # MPE switches by kwarg
+    env = task.get_env_fun(num_envs=3, continuous_actions=True, seed=4, device="cpu")()
+    try:
+        assert env.batch_size == (3,)
+        assert task.max_steps(env) == 25
+        assert task.group_map(env) == {"agents": ["agent_0", "agent_1", "agent_2"]}
+        assert task.observation_spec(env)["agents", "observation"].shape == (3, 18)
+        assert task.state_spec(env)["state"].shape == (54,)
+        assert task.action_spec(env)["agents", "action"].shape == (3, 5)  # continuous
+        assert task.action_mask_spec(env) is None and task.info_spec(env) is None
+    finally:
+        env.close()
+    assert pickle.loads(pickle.dumps(task)) == task  # BenchMARL pickles the task beside its checkpoints
+    football_like = MarlVecTask.from_config("gym/cartpole", name="cartpole")
+    assert football_like.supports_discrete_actions() and not football_like.supports_continuous_actions()
+
+
+def test_task_refuses_bad_input():
+    with pytest.raises(ValueError, match="no '/'"):
+        MarlVecTask("mpe/simple_spread", {"config": SPREAD})
+    with pytest.raises(ValueError, match="unknown MarlVecTask config keys \\['num_env'\\]"):
+        MarlVecTask("spread", {"config": SPREAD, "num_env": 2})
+    with pytest.raises(ValueError, match="needs 'config'"):
+        MarlVecTask("spread", {})
+
+
+def test_train_with_script_prints_returns(tmp_path):
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, str(root / "scripts" / "train_with" / "benchmarl_mappo.py"), "--config", "mpe/simple_tag",
+         "--group-map", "prefix", "--frames", "200", "--num-envs", "4", "--frames-per-batch", "100",
+         "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    # 100 frames of 4 envs per batch: each batch ends one 25-step episode per env.
+    returns = [line for line in lines if line.startswith("frames=")]
+    assert [r.split()[0] for r in returns] == ["frames=100", "frames=200"]
+    assert all(" adversary=" in r and " agent=" in r for r in returns)
+    assert lines[-1].startswith("first_return=") and " last_return=" in lines[-1]
