@@ -38,7 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.group",),
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
-    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras"),
+    # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
+    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl"),
     ("marl_vec.cli",),
 )
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}
@@ -134,10 +135,11 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 
 def layer_of(module: str) -> int:
-    """The layer of a marl_vec module; the package itself is above everything."""
-    for level, prefixes in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return level
+    """The layer of a marl_vec module (by its longest matching prefix); the package itself is above everything."""
+    matches = [(len(p), level) for level, prefixes in enumerate(LAYERS) for p in prefixes
+               if module == p or module.startswith(p + ".")]
+    if matches:
+        return max(matches)[1]
     if module == "marl_vec":
         return len(LAYERS)
     raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layering.py")

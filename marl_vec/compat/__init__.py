@@ -6,7 +6,9 @@
   gymnasium's next-step autoreset.
 - :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
 - :class:`TorchRLEnv`: a TorchRL multi-agent ``EnvBase`` (extra ``torchrl``), and
-  :class:`MarlVecTask`: any marl_vec config as a BenchMARL task (extra ``benchmarl``).
+  ``marl_vec.compat.benchmarl.MarlVecTask``: any marl_vec config as a BenchMARL task
+  (extra ``benchmarl``); not re-exported here, because it builds its envs from
+  marl_vec configs, a layer above the faces.
 
 Example:
     >>> import gymnasium as gym
@@ -22,7 +24,7 @@ Example:
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "MarlVecTask"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv"]
 
 
 def __getattr__(name: str) -> object:
@@ -35,8 +37,4 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.torchrl import TorchRLEnv
 
         return TorchRLEnv
-    if name == "MarlVecTask":  # imports benchmarl
-        from marl_vec.compat.benchmarl import MarlVecTask
-
-        return MarlVecTask
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")
