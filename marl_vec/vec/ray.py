@@ -20,7 +20,15 @@ Example:
 Cluster: with ``address=None`` and no Ray session in this process, a local
 cluster is started (and shut down by the last ``close()``); ``address="auto"``
 or ``"ray://host:10001"`` connects to a running one; a session the caller
-already opened with ``ray.init`` is used as is and left open.
+already opened with ``ray.init`` is used as is and left open
+(:mod:`marl_vec.vec.ray_session`).
+
+This module is the driver side: options, placing the actors
+(:mod:`marl_vec.vec.ray_actor`), the two transports (the same-node shared-memory
+link of :mod:`marl_vec.vec.ray_link`, and Ray calls), and fault handling (errors
+naming the actor and env, timeouts, replacing a lost actor). It imports those
+three modules, the buffers, :class:`VecEnv` and the worker protocol; nothing
+imports it but the backend factory.
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ import os
 import pickle
 import re
 import shutil
-import threading
 import time
 from multiprocessing.connection import wait as _wait_any
 from typing import Any, Callable, Mapping, Sequence
@@ -38,20 +45,15 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from marl_vec.buffers import BatchBuffers
-from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
+from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
 from marl_vec.vec.worker import STEP
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
-
-# Arrays an actor sends back after every step or reset, in this order; the
-# final_* arrays travel only for the rows of envs that have just finished.
-_STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
-_FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
 _RAY_OPTIONS = ("address", "num_workers", "envs_per_worker", "num_cpus_per_worker", "resources_per_worker",
                 "temp_dir", "timeout", "transport")
@@ -73,164 +75,11 @@ class RayWorkerError(RuntimeError):
         self.env_index = env_index
 
 
-def _ray():
-    return require("ray", "ray", "the Ray backend")
-
-
-# -- the local cluster that marl_vec started ------------------------------------
-
-_MAX_TEMP_DIR = 107 - len("/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
-_session_lock = threading.Lock()
-_session = {"owned": False, "users": 0}
-
-
-def _acquire_session(address: str | None, num_cpus: int, temp_dir: str | None) -> bool:
-    """Make sure this process has a Ray session; True if marl_vec opened it."""
-    ray = _ray()
-    with _session_lock:
-        if ray.is_initialized():
-            if _session["owned"]:
-                _session["users"] += 1
-                return True
-            return False  # the caller's own session: use it, never shut it down
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-        if address is None:
-            kwargs["num_cpus"] = num_cpus
-            if temp_dir is not None:
-                temp_dir = os.path.abspath(temp_dir)
-                # Ray puts unix sockets at <temp_dir>/session_<date>_<pid>/sockets/plasma_store,
-                # and such a path may not exceed 107 bytes.
-                if len(temp_dir.encode()) > _MAX_TEMP_DIR:
-                    raise ValueError(
-                        f"ray temp_dir {temp_dir!r} is {len(temp_dir.encode())} bytes long; allowed: at most "
-                        f"{_MAX_TEMP_DIR} (Ray's socket paths under it must fit in 107), e.g. /tmp/ray_run"
-                    )
-                os.makedirs(temp_dir, exist_ok=True)
-                kwargs["_temp_dir"] = temp_dir
-        else:
-            if temp_dir is not None:
-                raise ValueError(
-                    "ray temp_dir applies to a local cluster that marl_vec starts (address=None); "
-                    "for an existing cluster pass --temp-dir to `ray start` instead"
-                )
-            kwargs = {"address": address}
-        ray.init(**kwargs)
-        _session.update(owned=True, users=1)
-        return True
-
-
-def _release_session() -> None:
-    ray = _ray()
-    with _session_lock:
-        if not _session["owned"]:
-            return
-        _session["users"] -= 1
-        if _session["users"] <= 0:
-            _session.update(owned=False, users=0)
-            ray.shutdown()
-
-
-# -- the actor ------------------------------------------------------------------
-
-
-class _GroupHost:
-    """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
-
-    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
-                 env_seed: int | None, group_kwargs: dict[str, Any]):
-        from marl_vec.envs.registry import as_adapter
-        from marl_vec.group import EnvGroup
-
-        adapters = [as_adapter(fn()) for fn in env_fns]
-        try:
-            spec = adapters[0].spec
-            self.buffers = BatchBuffers(spec, len(adapters))
-            # row_offset: row 0 of these buffers is global env `start`, so seeds and
-            # messages use global indices while the buffers hold only this block.
-            self.group = EnvGroup(env_fns, self.buffers, start, autoreset, env_seed, adapters=adapters,
-                                  row_offset=start, **group_kwargs)
-        except BaseException:
-            for adapter in adapters:
-                adapter.close()
-            raise
-        self.start = start
-        self._env_fns, self._autoreset, self._env_seed = env_fns, autoreset, env_seed
-        self._group_kwargs = group_kwargs
-        buf = self.buffers
-        self._out = tuple(getattr(buf, name) for name in _STEP_FIELDS if getattr(buf, name) is not None)
-        self._finals = tuple(getattr(buf, name) for name in _FINAL_FIELDS if getattr(buf, name) is not None)
-        self._keeps_final = self.group.mode.keeps_final
-
-    def spec(self):
-        return self.buffers.spec
-
-    def node_id(self) -> str:
-        return _ray().get_runtime_context().get_node_id()
-
-    def link(self, shm_name: str, num_envs: int, socket_path: str, authkey: bytes) -> str | None:
-        """Move the group onto the driver's shared block and serve it over a unix socket.
-
-        Called once, before the first reset, and only when the driver runs on this
-        machine. From then on the driver steps this group through the link alone
-        (a serving thread owns it; Ray calls no longer touch it). Returns the
-        socket's address, or None when the block cannot be mapped here (the driver
-        then keeps using Ray calls).
-        """
-        from marl_vec.group import EnvGroup
-        from marl_vec.vec.ray_link import serve_in_thread
-
-        try:
-            shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)
-        except OSError:  # no such block here (another machine after all), or no access
-            return None
-        # The same adapters, bound to their rows of the shared block (row_offset 0:
-        # the shared block holds the whole batch).
-        self.group = EnvGroup(self._env_fns, shared, self.start, self._autoreset, self._env_seed,
-                              adapters=self.group.adapters, **self._group_kwargs)
-        self.buffers = shared
-        return serve_in_thread(self.group, shared, self.start, socket_path, authkey)
-
-    def reset(self, seed: int | None, env_ids: list[int] | None):
-        infos = self.group.reset(seed, env_ids)
-        ids = range(len(self.group)) if env_ids is None else env_ids
-        return self._out, None, {j: info for j, info in zip(ids, infos) if info}
-
-    def step(self, actions: np.ndarray):
-        np.copyto(self.group.actions, actions)
-        infos = self.group.step()
-        finals = None
-        done = self.group.done
-        if self._keeps_final and done.any():
-            rows = np.flatnonzero(done)
-            finals = (rows, tuple(a[rows] for a in self._finals))
-        # Arrays are serialised as this method returns, before the next call can change them.
-        return self._out, finals, {j: info for j, info in enumerate(infos) if info}
-
-    def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
-        return self.group.call(name, args, kwargs, env_ids)
-
-    def get_attr(self, name: str, env_ids: list[int]) -> list[Any]:
-        return self.group.get_attr(name, env_ids)
-
-    def set_attr(self, name: str, values: list[Any], env_ids: list[int]) -> None:
-        self.group.set_attr(name, values, env_ids)
-
-    def render(self) -> list[Any]:
-        return self.group.render()
-
-    def close(self) -> None:
-        self.group.close()
-
-
-# -- the backend ----------------------------------------------------------------
-
-
 class _Lost:
     """The result of a step whose actor died and may be replaced."""
 
     def __init__(self, error: RayWorkerError):
         self.error = error
-
 
 
 class RayVecEnv(VecEnv):
@@ -300,7 +149,7 @@ class RayVecEnv(VecEnv):
                 f"machine, Ray calls for the others) or 'ray' (Ray calls for every actor)"
             )
         self._mode = mode = AutoresetMode.parse(autoreset)
-        ray = _ray()
+        ray = ray_module()
         num_envs = len(env_fns)
         self.timeout = float(opts["timeout"])
         self.transport = opts["transport"]
@@ -316,9 +165,9 @@ class RayVecEnv(VecEnv):
             workers = _block_count(num_envs, opts["num_workers"], opts["envs_per_worker"], cpus)
             # Ray's CPUs are logical: reserve enough that every actor can be placed.
             need = math.ceil(workers * opts["num_cpus_per_worker"])
-            self._owns_session = _acquire_session(None, max(cpus, need), opts["temp_dir"])
+            self._owns_session = acquire_session(None, max(cpus, need), opts["temp_dir"])
         else:
-            self._owns_session = _acquire_session(opts["address"], 0, opts["temp_dir"])
+            self._owns_session = acquire_session(opts["address"], 0, opts["temp_dir"])
         try:
             cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
             per = opts["num_cpus_per_worker"]
@@ -328,7 +177,7 @@ class RayVecEnv(VecEnv):
                 else [min(i * opts["envs_per_worker"], num_envs) for i in range(workers + 1)]
             self.blocks = [range(bounds[w], bounds[w + 1]) for w in range(workers)]
             group_kwargs = {"restart_on_error": restart_on_error} if restart_on_error else {}
-            self._actor_cls = ray.remote(_GroupHost).options(
+            self._actor_cls = ray.remote(GroupHost).options(
                 num_cpus=per,
                 resources=dict(opts["resources_per_worker"] or {}),
                 max_restarts=0,
@@ -345,7 +194,7 @@ class RayVecEnv(VecEnv):
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window)
-            self._here = _driver_node(ray) if self.transport == "auto" else None
+            self._here = driver_node(ray) if self.transport == "auto" else None
             local = self._local_actors(range(workers))
             # The batch lives in shared memory when some actor can map it.
             self.buffers = BatchBuffers(spec, num_envs, shared=bool(local))
@@ -355,8 +204,8 @@ class RayVecEnv(VecEnv):
             self._close()
             raise
         buf = self.buffers
-        present = [name for name in _STEP_FIELDS if getattr(buf, name) is not None]
-        finals = [name for name in _FINAL_FIELDS if getattr(buf, name) is not None]
+        present = [name for name in STEP_FIELDS if getattr(buf, name) is not None]
+        finals = [name for name in FINAL_FIELDS if getattr(buf, name) is not None]
         # Per actor, the destination views of its block, built once.
         self._dst = [tuple(getattr(buf, name)[b.start:b.stop] for name in present) for b in self.blocks]
         self._final_dst = tuple(getattr(buf, name) for name in finals)
@@ -505,7 +354,7 @@ class RayVecEnv(VecEnv):
         ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
         its result is then a :class:`_Lost` for the caller to report.
         """
-        ray = _ray()
+        ray = ray_module()
         workers = list(range(len(refs))) if workers is None else list(workers)
         try:
             return ray.get(refs, timeout=self.timeout)
@@ -554,7 +403,7 @@ class RayVecEnv(VecEnv):
     def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
         """Actor w died in a step: start a new one (linked again if it is on this machine);
         its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
-        ray = _ray()
+        ray = ray_module()
         self.actor_restarts[w] += 1
         try:
             ray.kill(self.actors[w])
@@ -576,7 +425,7 @@ class RayVecEnv(VecEnv):
         return self._restart_block(block, reset, {"error": str(err), "actor_restarts": self.actor_restarts[w]})
 
     def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
-        ray = _ray()
+        ray = ray_module()
         block = self.blocks[w]
         where = self._where(w)
         if isinstance(exc, ray.exceptions.RayActorError):
@@ -702,7 +551,7 @@ class RayVecEnv(VecEnv):
         actors, self.actors = getattr(self, "actors", []), []
         links, self._links = getattr(self, "_links", []), []
         if actors:
-            ray = _ray()
+            ray = ray_module()
             dead = getattr(self, "_dead", {})
             # Let live actors close their envs (engines, game processes), briefly, then end them.
             refs, conns = [], []
@@ -743,22 +592,7 @@ class RayVecEnv(VecEnv):
             shutil.rmtree(socket_dir, ignore_errors=True)
         if getattr(self, "_owns_session", False):
             self._owns_session = False
-            _release_session()
-
-
-def _driver_node(ray: Any) -> str | None:
-    """This process's Ray node, or None when it is not one (a ``ray://`` client)."""
-    try:
-        from ray.util.client import ray as client
-
-        if client.is_connected():
-            return None
-    except ImportError:
-        pass
-    try:
-        return ray.get_runtime_context().get_node_id()
-    except Exception:  # Ray raises several types where no node id exists
-        return None
+            release_session()
 
 
 def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | None) -> dict[str, Any]:
