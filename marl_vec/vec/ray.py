@@ -158,6 +158,7 @@ class RayVecEnv(VecEnv):
         self._socket_dir: str | None = None
         self._owns_session = False
         self._refs: dict[int, Any] = {}
+        self._step_answers: dict[int, Any] = {}  # the current step's answers read so far
         self._dead: dict[int, RayWorkerError] = {}
 
         if opts["address"] is None and not ray.is_initialized():
@@ -262,45 +263,48 @@ class RayVecEnv(VecEnv):
             self._dead[w] = err
             raise err from None
 
-    def _receive(self, workers: Sequence[int], command: str, replace: bool = False) -> dict[int, Any]:
+    def _receive(self, workers: Sequence[int], command: str, replace: bool = False,
+                 into: dict[int, Any] | None = None) -> dict[int, Any]:
         """Wait for actor w's answer, for every w in ``workers``; the first error is raised
         after every link has answered, so no answer is left behind to be read out of turn.
 
         Step and reset answers come back as their infos by local index, the arrays
-        already in ``self.buffers``.
+        already in ``self.buffers``. ``into``: where answers go as they arrive (an
+        error as its RayWorkerError), so that a wait cut short by an interrupt can be
+        resumed: actors already in it are not waited for again.
         """
-        linked = [w for w in workers if self._links[w] is not None]
-        remote = [w for w in workers if self._links[w] is None]
-        results: dict[int, Any] = {}
-        error: RayWorkerError | None = None
+        results: dict[int, Any] = {} if into is None else into
+        links = self._links
+        linked = [w for w in workers if links[w] is not None and w not in results]
+        remote = [w for w in workers if links[w] is None and w not in results]
         if linked:
-            try:
-                results.update(self._receive_links(linked, command, replace))
-            except RayWorkerError as exc:
-                error = exc
+            self._receive_links(linked, command, replace, results)
         if remote:
-            refs = [self._refs.pop(w) for w in remote]
+            # A ref is dropped only once its answer is in: an interrupted wait leaves it owed.
+            refs = [self._refs[w] for w in remote]
             try:
                 answers = self._gather(refs, command, remote, replace)
-            except RayWorkerError:
-                if error is None:
-                    raise
-                answers = []
-            for w, answer in zip(remote, answers):
-                if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
-                    answer = self._copy_in(w, answer)
-                results[w] = answer
-        if error is not None:
-            raise error
+            except RayWorkerError as exc:
+                for w in remote:
+                    self._refs.pop(w, None)
+                    results.setdefault(w, exc)
+            else:
+                for w, answer in zip(remote, answers):
+                    if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
+                        answer = self._copy_in(w, answer)
+                    results[w] = answer
+                    del self._refs[w]
+        for answer in results.values():
+            if isinstance(answer, RayWorkerError):
+                raise answer
         return results
 
-    def _receive_links(self, workers: Sequence[int], command: str, replace: bool) -> dict[int, Any]:
+    def _receive_links(self, workers: Sequence[int], command: str, replace: bool, results: dict[int, Any]) -> None:
         waiting = {}
-        results: dict[int, Any] = {}
-        error: RayWorkerError | None = None
         for w in workers:
-            if self._refs.pop(w, True) is None:  # sending failed: it died
-                error = self._lost_or_raise(w, command, replace, results, error)
+            if w in self._refs and self._refs[w] is None:  # sending failed: it died
+                del self._refs[w]
+                self._lost(w, command, replace, results)
             else:
                 waiting[self._links[w].conn] = w
         deadline = time.monotonic() + self.timeout
@@ -321,27 +325,37 @@ class RayVecEnv(VecEnv):
                 try:
                     status, payload = self._links[w].receive()
                 except (EOFError, OSError):
-                    error = self._lost_or_raise(w, command, replace, results, error)
+                    self._lost(w, command, replace, results)
                     continue
                 if status == "error":
                     env_index, _what, text = payload
-                    error = error or self._raised(w, command, env_index, text)
+                    results[w] = self._raised(w, command, env_index, text)
                 else:
                     results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
-        if error is not None:
-            raise error
-        return results
 
-    def _lost_or_raise(self, w: int, command: str, replace: bool, results: dict[int, Any],
-                       error: RayWorkerError | None) -> RayWorkerError | None:
-        """Linked actor w died: a :class:`_Lost` result if it may be replaced, else the error to raise."""
+    def _lost(self, w: int, command: str, replace: bool, results: dict[int, Any]) -> None:
+        """Linked actor w died: its result is a :class:`_Lost` if it may be replaced, else the error."""
         err = RayWorkerError(f"{self._where(w)} died during {command}: its process closed the shared-memory link",
                              w, self.blocks[w])
         self._dead[w] = err
-        if replace and self._may_replace(w, err):
-            results[w] = _Lost(err)
-            return error
-        return error or err
+        results[w] = _Lost(err) if replace and self._may_replace(w, err) else err
+
+    def _owes_answers(self) -> bool:
+        """Some live actor still owes an answer (a call was cut short by an interrupt)."""
+        dead = self._dead
+        if any(w not in dead for w in self._refs):
+            return True
+        return any(link is not None and link.owed and w not in dead for w, link in enumerate(self._links))
+
+    def _drain(self) -> None:
+        """Read and drop the answers owed to an interrupted call other than a step."""
+        dead = self._dead
+        owed = [w for w in range(len(self.actors)) if w not in dead and
+                (w in self._refs or (self._links[w] is not None and self._links[w].owed))]
+        try:
+            self._receive(owed, "drain")
+        except RayWorkerError:  # the dropped call's own error: nobody waits for it any more
+            pass
 
     def _where(self, w: int) -> str:
         block = self.blocks[w]
@@ -502,7 +516,14 @@ class RayVecEnv(VecEnv):
             self._send(w, "step", (act,))
 
     def _step_wait(self) -> list[dict[str, Any]]:
-        results = self._receive(range(len(self.actors)), "step", replace=True)
+        # Answers read before an interrupt stay in self._step_answers; a later call
+        # waits only for the rest.
+        results = self._step_answers
+        try:
+            self._receive(range(len(self.actors)), "step", replace=True, into=results)
+        finally:
+            if not self._owes_answers():
+                self._step_answers = {}
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for w, result in sorted(results.items()):
             start = self.blocks[w].start
