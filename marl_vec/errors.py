@@ -68,9 +68,10 @@ class AlreadyPendingCallError(RuntimeError):
 
     def __init__(self, call: str):
         self.call = call
+        what = "twice without step_wait()" if call == "step_async" else "while a step is pending"
         super().__init__(
-            f"{call}() called while a step is pending (step_async() was called, step_wait() not yet); "
-            "call step_wait() first to collect it"
+            f"{call}() called {what} (step_async() was called, step_wait() not yet); "
+            "call step_wait() first to collect the pending step"
         )
 
     def __reduce__(self):
