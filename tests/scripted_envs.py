@@ -88,6 +88,18 @@ class DyingAgentEnv(ParallelEnv):
         pass
 
 
+class SlowDyingAgentEnv(DyingAgentEnv):
+    """DyingAgentEnv whose step sleeps ``delay`` s: its masks change while a worker steps it."""
+
+    def __init__(self, delay: float = 0.4, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def step(self, actions):
+        time.sleep(self.delay)
+        return super().step(actions)
+
+
 class FailingEnv(DyingAgentEnv):
     """Raises ``RuntimeError`` at step ``fail_at`` of its first episode (after a reset with seed ``fail_seed``)."""
 

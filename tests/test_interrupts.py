@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests import backends
-from tests.scripted_envs import SlowRecordingEnv
+from tests.scripted_envs import SlowDyingAgentEnv, SlowRecordingEnv
 
 # Two envs per worker: the second reads its action only after the first's 0.4 s step,
 # so a worker still finishing an interrupted step would read the next step's actions.
@@ -90,3 +90,17 @@ def test_any_call_after_an_interrupt_finishes_the_step_first(backend, call):
             assert venv.get_attr("seen") == [[1]] * 4
         # The batch goes on.
         venv.step(np.full((4, 1), 2))
+
+
+def test_actions_are_validated_against_the_interrupted_steps_masks(backend):
+    """At t=1 action 1 is unavailable (DyingAgentEnv's masks change every step): the
+    next step's actions are checked against the masks the interrupted step wrote."""
+    fns = [functools.partial(SlowDyingAgentEnv, delay=0.4, die_at=9, episode_len=9)] * 4
+    with backends.make(backend, fns, env_seed=0) as venv:
+        venv.reset()
+        interrupted_step(venv, np.full((4, 3), 2))
+        with pytest.raises(ValueError, match=r"action 1 for env 0, agent 'a0' is not available; available now: \[0, 2, 3\]"):
+            venv.step(np.ones((4, 3), dtype=np.int64))
+        r = venv.step(np.full((4, 3), 2))
+        assert venv.get_attr("t") == [2] * 4
+        assert r.avail_actions[:, 0].tolist() == [[True, True, False, True]] * 4
