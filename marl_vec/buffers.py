@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any, Iterator
@@ -137,14 +138,23 @@ class BatchBuffers:
         if attach is not None:
             self._shm = _attach_untracked(attach)
         elif shared:
-            self._shm = shared_memory.SharedMemory(create=True, size=total)
+            self._shm = _SharedBlock(create=True, size=total)
             self._owner = True
         self.avail_actions = None
         self.final_avail_actions = None
         self._arrays: dict[str, np.ndarray] = {}
+        block: np.ndarray | None = None
+        if self._shm is not None:
+            # Every array is a view of this one. Its base, a memoryview that np.frombuffer
+            # makes, holds an export of the mapping, so the mapping cannot be unmapped
+            # while any view lives (a copy=False result the caller keeps after close()):
+            # it is unmapped only when the last view is gone (see close()).
+            block = np.frombuffer(self._shm.buf, dtype=np.uint8)
+            weakref.finalize(block, _unmap, self._shm)
         for (name, shape, dtype), offset in zip(self.layout, offsets):
-            if self._shm is not None:
-                array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf, offset=offset)
+            if block is not None:
+                size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                array = block[offset:offset + size].view(dtype).reshape(shape)
                 if self._owner:
                     array.fill(0)
             else:
@@ -221,22 +231,21 @@ class BatchBuffers:
         yield from self._arrays.items()
 
     def close(self) -> None:
-        """Release the shared block (and unlink it if this process created it)."""
+        """Release the shared block: unlink its name (if this process created it) at
+        once, and unmap it when the last view of it is gone.
+
+        A ``copy=False`` result the caller still holds stays readable after close();
+        the memory is given back when it is collected. Nothing is left in /dev/shm.
+        """
         shm, self._shm = self._shm, None
         if shm is None:
             return
-        # Views into shm.buf must go before the mmap can close.
+        # Dropping our views lets the mapping go now when nobody else holds one.
         for name in ("actions", "obs", "state", "agent_mask", "reward", "terminated", "truncated", "done",
                      "final_obs", "final_state", "avail_actions", "final_avail_actions"):
             setattr(self, name, None)
         self._arrays = {}
         self._rows = []
-        try:
-            shm.close()
-        except BufferError:
-            # A caller still holds a copy=False view; the mapping stays until it is
-            # collected, but the name is unlinked below so nothing outlives us.
-            pass
         if self._owner:
             try:
                 shm.unlink()
@@ -250,6 +259,28 @@ class BatchBuffers:
             pass
 
 
+class _SharedBlock(shared_memory.SharedMemory):
+    """A SharedMemory that does not complain when collected while views of it live.
+
+    That happens only at interpreter exit (otherwise :func:`_unmap` keeps it alive
+    until its last view is gone); the process's end unmaps the memory anyway.
+    """
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except (OSError, BufferError):
+            pass
+
+
+def _unmap(shm: shared_memory.SharedMemory) -> None:
+    """Unmap a block whose last view is gone (or at interpreter exit, where views may remain)."""
+    try:
+        shm.close()
+    except BufferError:  # at exit, with views still alive: the process's end unmaps it
+        pass
+
+
 def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     """Attach to block ``name`` without telling the resource tracker.
 
@@ -261,7 +292,7 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     So the attach is never registered at all.
     """
     try:
-        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
+        return _SharedBlock(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
     except TypeError:
         pass
     register = resource_tracker.register
@@ -272,6 +303,6 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
 
     resource_tracker.register = register_all_but_shm  # type: ignore[assignment]
     try:
-        return shared_memory.SharedMemory(name=name)
+        return _SharedBlock(name=name)
     finally:
         resource_tracker.register = register  # type: ignore[assignment]

@@ -52,3 +52,27 @@ class WorkerError(RuntimeError):
 
 class WorkerDiedError(WorkerError):
     """A worker process exited without answering (killed, segfault, out of memory)."""
+
+
+class AlreadyPendingCallError(RuntimeError):
+    """A call was made while a step is pending (``step_async`` done, ``step_wait`` not yet).
+
+    The pending step is untouched: collect it with ``step_wait()``, then make the call.
+    The name and meaning follow gymnasium's ``AlreadyPendingCallError``.
+
+    Example:
+        >>> err = AlreadyPendingCallError("get_attr")
+        >>> str(err).startswith("get_attr() called while a step is pending")
+        True
+    """
+
+    def __init__(self, call: str):
+        self.call = call
+        what = "twice without step_wait()" if call == "step_async" else "while a step is pending"
+        super().__init__(
+            f"{call}() called {what} (step_async() was called, step_wait() not yet); "
+            "call step_wait() first to collect the pending step"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.call,))

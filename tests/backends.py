@@ -2,11 +2,13 @@
 
 ``BACKENDS`` names DummyVecEnv, SubprocVecEnv (two workers, so a worker hosts
 several envs) and RayVecEnv over both transports ("ray-auto": same-machine
-actors step in shared memory; "ray-ray": every actor answers Ray calls).
+actors step in shared memory; "ray-ray": every actor answers Ray calls);
+``PROCESS_BACKENDS`` the ones whose envs run in other processes.
 
-A test module that uses the Ray backends imports the ``ray_cluster`` fixture: one
-local cluster per module, started at the first Ray test only (starting Ray costs
-~5 s), as in tests/test_ray.py.
+Ray backends run on one local cluster per test module, started at the first Ray
+test only (starting Ray costs ~5 s), as in tests/test_ray.py: import the
+``ray_cluster`` fixture and build with ``make_backend(name, fns, request, ...)``,
+or define a module fixture that yields from ``start_ray_cluster`` and use ``make``.
 
 Example:
     >>> from tests.backends import BACKENDS, make_backend, ray_cluster  # noqa: F401
@@ -18,40 +20,52 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
 import marl_vec as mv
 
-BACKENDS = ["dummy", "subproc", "ray-auto", "ray-ray"]
+BACKENDS = ("dummy", "subproc", "ray-auto", "ray-ray")
+PROCESS_BACKENDS = ("subproc", "ray-auto", "ray-ray")
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
+def start_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Generator for a module-scoped fixture: one local cluster, shut down after the module."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
     if ray.is_initialized():  # pragma: no cover - another module left one open
         ray.shutdown()
-    temp_dir = str(tmp_path_factory.mktemp("ray"))
     # Actors import test helpers by module name (tests.scripted_envs): give them the repo root.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, runtime_env={"env_vars": {"PYTHONPATH": root}})
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")),
+             runtime_env={"env_vars": {"PYTHONPATH": root}})
     yield
     ray.shutdown()
 
 
-def make_backend(backend: str, env_fns: Sequence[Callable[[], Any]], request: pytest.FixtureRequest,
-                 **kwargs: Any) -> mv.VecEnv:
-    """A VecEnv of ``backend`` (a name of BACKENDS) over ``env_fns``; two workers or actors
-    (one for a single env) where the backend has them."""
-    workers = min(2, len(env_fns))
-    if backend == "dummy":
-        return mv.DummyVecEnv(env_fns, **kwargs)
-    if backend == "subproc":
-        return mv.SubprocVecEnv(env_fns, num_workers=workers, **kwargs)
-    if backend in ("ray-auto", "ray-ray"):
-        request.getfixturevalue("ray_cluster")
-        from marl_vec.vec.ray import RayVecEnv
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    yield from start_ray_cluster(tmp_path_factory)
 
-        return RayVecEnv(env_fns, num_workers=workers, transport=backend.split("-")[1], **kwargs)
-    raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+
+def make(name: str, fns: Sequence[Callable[[], Any]], num_workers: int = 2, **kwargs: Any) -> mv.VecEnv:
+    """A VecEnv of backend ``name``: ``num_workers`` processes or actors (ignored by dummy),
+    as even blocks of ``fns``. Ray needs a running cluster (see the module docstring)."""
+    if name == "dummy":
+        return mv.DummyVecEnv(list(fns), **kwargs)
+    if name == "subproc":
+        return mv.SubprocVecEnv(list(fns), num_workers=num_workers, **kwargs)
+    if name in ("ray-auto", "ray-ray"):
+        pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
+        return mv.RayVecEnv(list(fns), num_workers=num_workers, transport=name.split("-")[1], **kwargs)
+    raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+
+
+def make_backend(backend: str, env_fns: Sequence[Callable[[], Any]], request: pytest.FixtureRequest | None,
+                 **kwargs: Any) -> mv.VecEnv:
+    """``make`` with two workers or actors (one for a single env), starting the module's
+    Ray cluster first when ``backend`` is a Ray one."""
+    if backend.startswith("ray-"):
+        assert request is not None, "Ray backends need the test's request (for the ray_cluster fixture)"
+        request.getfixturevalue("ray_cluster")
+    return make(backend, env_fns, num_workers=min(2, len(env_fns)), **kwargs)

@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
+import gymnasium
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
@@ -86,6 +88,18 @@ class DyingAgentEnv(ParallelEnv):
         pass
 
 
+class SlowDyingAgentEnv(DyingAgentEnv):
+    """DyingAgentEnv whose step sleeps ``delay`` s: its masks change while a worker steps it."""
+
+    def __init__(self, delay: float = 0.4, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def step(self, actions):
+        time.sleep(self.delay)
+        return super().step(actions)
+
+
 class FailingEnv(DyingAgentEnv):
     """Raises ``RuntimeError`` at step ``fail_at`` of its first episode (after a reset with seed ``fail_seed``)."""
 
@@ -144,3 +158,30 @@ class HeterogeneousEnv(ParallelEnv):
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, {a: {} for a in self.possible_agents}
+
+
+class SlowRecordingEnv(gymnasium.Env):
+    """A one-agent gymnasium env whose step sleeps ``delay`` s and records its action
+    in ``seen``: which actions an env really stepped with, in order."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, delay: float = 0.4):
+        self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.render_mode = "rgb_array"
+        self.delay = delay
+        self.seen: list[int] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.seen = []
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        time.sleep(self.delay)
+        self.seen.append(int(action))
+        return np.array([float(sum(self.seen))], np.float32), 1.0, False, False, {}
+
+    def render(self):
+        return np.zeros((2, 2, 3), np.uint8)

@@ -28,6 +28,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
+from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
@@ -118,7 +119,8 @@ class VecEnv(ABC):
         self.validate = validate
         self.statistics = EpisodeStatistics(stats_window)
         self.closed = False
-        self._waiting = False
+        self._waiting = False  # step_async() done, step_wait() not yet called
+        self._interrupted = False  # step_wait() was cut short; the workers still owe the step
         self._has_reset = False
         self._agent_ids = spec.agents
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
@@ -171,6 +173,17 @@ class VecEnv(ABC):
         done = self.buffers.done
         return done.nonzero()[0].tolist() if np.count_nonzero(done) else []
 
+    def _owes_answers(self) -> bool:
+        """Whether workers still owe answers to a call that an interrupt cut short.
+
+        Backends whose work runs elsewhere (processes, actors) override this and
+        :meth:`_drain`; the in-process backend never owes anything.
+        """
+        return False
+
+    def _drain(self) -> None:
+        """Read and drop the answers owed to an interrupted call other than a step."""
+
     @abstractmethod
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]: ...
 
@@ -195,9 +208,7 @@ class VecEnv(ABC):
         each env's first reset uses ``env_seed + i`` (whichever call first reaches it).
         After a partial reset, the other envs' rows are as their last step left them.
         """
-        self._check_open()
-        if self._waiting:
-            raise RuntimeError("reset() called while a step is in flight; call step_wait() first")
+        self._check_idle("reset")
         ids = None if env_ids is None else self._check_indices(env_ids, unique=True)
         infos = self._reset(seed, ids)
         self._has_reset = True
@@ -205,29 +216,49 @@ class VecEnv(ABC):
 
     def step_async(self, actions: Any) -> None:
         """Validate ``actions`` and start a step; collect it with :meth:`step_wait`."""
-        self._check_open()
+        self._check_idle("step_async")
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
-        if self._waiting:
-            raise RuntimeError("step_async() called twice without step_wait()")
         if self.autoreset is AutoresetMode.DISABLED:
             self._check_not_finished()
         self._write_actions(actions)
-        self._step_async()
+        try:
+            self._step_async()
+        except BaseException:
+            # Interrupted while sending: the workers that got the step owe it.
+            self._interrupted = self._owes_answers()
+            raise
         self._waiting = True
 
     def step_wait(self) -> StepResult:
+        """Collect the step started by :meth:`step_async`.
+
+        If an interrupt (KeyboardInterrupt) cut an earlier ``step_wait`` short, this
+        collects that step: it ran with its own actions, and its result is whole.
+        """
         self._check_open()
-        if not self._waiting:
+        if not (self._waiting or self._interrupted):
             raise RuntimeError("step_wait() called without step_async()")
+        infos, any_done = self._collect_step()
+        return self._result(infos, any_done)
+
+    def _collect_step(self) -> tuple[list[dict[str, Any]], bool]:
+        """Wait for the pending step; record its finished episodes; return its infos
+        and whether some env finished."""
+        self._waiting = False
+        self._interrupted = True  # until its answers are all in
         try:
             infos = self._step_wait()
-        finally:
-            self._waiting = False
+        except BaseException:
+            # An interrupt leaves answers owed: the next call collects them first.
+            # A backend error has read them all (or broken the batch): nothing is owed.
+            self._interrupted = self._owes_answers()
+            raise
+        self._interrupted = False
         finished = self._finished_envs()
         if finished:
             self.statistics.add(infos[i]["episode"] for i in finished if "episode" in infos[i])
-        return self._result(infos, bool(finished))
+        return infos, bool(finished)
 
     def step(self, actions: Any) -> StepResult:
         """``step_async`` then ``step_wait``."""
@@ -246,21 +277,21 @@ class VecEnv(ABC):
 
     def render(self) -> list[Any]:
         """One frame per env (None where the env does not render)."""
-        self._check_open()
+        self._check_idle("render")
         return self._render()
 
     def call(self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any) -> list[Any]:
         """Call method ``name`` of each native env (or read it, if not callable)."""
-        self._check_open()
+        self._check_idle("call")
         return self._call(name, args, kwargs, self._check_indices(indices))
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> list[Any]:
-        self._check_open()
+        self._check_idle("get_attr")
         return self._get_attr(name, self._check_indices(indices))
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
         """Set ``name`` on each env; a list or tuple gives one value per env."""
-        self._check_open()
+        self._check_idle("set_attr")
         ids = self._check_indices(indices)
         if isinstance(values, (list, tuple)):
             if len(values) != len(ids):
@@ -297,6 +328,23 @@ class VecEnv(ABC):
     def _check_open(self) -> None:
         if self.closed:
             raise ClosedEnvError(f"{type(self).__name__} is closed")
+
+    def _check_idle(self, call: str) -> None:
+        """Before any call that reaches the envs: refuse while a step is pending
+        (:class:`AlreadyPendingCallError`, the step stays collectable), and finish
+        what an interrupt left running, so that no worker reads new actions, and
+        no validation reads masks, while the interrupted call still runs.
+
+        An interrupted step is collected (its arrays reach the buffers and its
+        finished episodes the statistics) and its result dropped.
+        """
+        self._check_open()
+        if self._waiting:
+            raise AlreadyPendingCallError(call)
+        if self._interrupted:
+            self._collect_step()
+        elif self._owes_answers():
+            self._drain()
 
     def _check_indices(self, indices: Any, unique: bool = False) -> list[int]:
         """The env indices that ``indices`` names, as a list of ints.

@@ -20,7 +20,15 @@ Example:
 Cluster: with ``address=None`` and no Ray session in this process, a local
 cluster is started (and shut down by the last ``close()``); ``address="auto"``
 or ``"ray://host:10001"`` connects to a running one; a session the caller
-already opened with ``ray.init`` is used as is and left open.
+already opened with ``ray.init`` is used as is and left open
+(:mod:`marl_vec.vec.ray_session`).
+
+This module is the driver side: options, placing the actors
+(:mod:`marl_vec.vec.ray_actor`), the two transports (the same-node shared-memory
+link of :mod:`marl_vec.vec.ray_link`, and Ray calls), and fault handling (errors
+naming the actor and env, timeouts, replacing a lost actor). It imports those
+three modules, the buffers, :class:`VecEnv` and the worker protocol; nothing
+imports it but the backend factory.
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ import os
 import pickle
 import re
 import shutil
-import threading
 import time
 from multiprocessing.connection import wait as _wait_any
 from typing import Any, Callable, Mapping, Sequence
@@ -39,20 +46,15 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
-from marl_vec.envs.registry import require
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
-from marl_vec.vec.base import VecEnv, parse_reward_dtype, with_reward_dtype
+from marl_vec.vec.base import VecEnv, parse_reward_dtype
+from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
+from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
 from marl_vec.vec.worker import STEP
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
-
-# Arrays an actor sends back after every step or reset, in this order; the
-# final_* arrays travel only for the rows of envs that have just finished.
-_STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
-_FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
 _RAY_OPTIONS = ("address", "num_workers", "envs_per_worker", "num_cpus_per_worker", "resources_per_worker",
                 "temp_dir", "timeout", "transport")
@@ -74,165 +76,11 @@ class RayWorkerError(RuntimeError):
         self.env_index = env_index
 
 
-def _ray():
-    return require("ray", "ray", "the Ray backend")
-
-
-# -- the local cluster that marl_vec started ------------------------------------
-
-_MAX_TEMP_DIR = 107 - len("/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
-_session_lock = threading.Lock()
-_session = {"owned": False, "users": 0}
-
-
-def _acquire_session(address: str | None, num_cpus: int, temp_dir: str | None) -> bool:
-    """Make sure this process has a Ray session; True if marl_vec opened it."""
-    ray = _ray()
-    with _session_lock:
-        if ray.is_initialized():
-            if _session["owned"]:
-                _session["users"] += 1
-                return True
-            return False  # the caller's own session: use it, never shut it down
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-        if address is None:
-            kwargs["num_cpus"] = num_cpus
-            if temp_dir is not None:
-                temp_dir = os.path.abspath(temp_dir)
-                # Ray puts unix sockets at <temp_dir>/session_<date>_<pid>/sockets/plasma_store,
-                # and such a path may not exceed 107 bytes.
-                if len(temp_dir.encode()) > _MAX_TEMP_DIR:
-                    raise ValueError(
-                        f"ray temp_dir {temp_dir!r} is {len(temp_dir.encode())} bytes long; allowed: at most "
-                        f"{_MAX_TEMP_DIR} (Ray's socket paths under it must fit in 107), e.g. /tmp/ray_run"
-                    )
-                os.makedirs(temp_dir, exist_ok=True)
-                kwargs["_temp_dir"] = temp_dir
-        else:
-            if temp_dir is not None:
-                raise ValueError(
-                    "ray temp_dir applies to a local cluster that marl_vec starts (address=None); "
-                    "for an existing cluster pass --temp-dir to `ray start` instead"
-                )
-            kwargs = {"address": address}
-        ray.init(**kwargs)
-        _session.update(owned=True, users=1)
-        return True
-
-
-def _release_session() -> None:
-    ray = _ray()
-    with _session_lock:
-        if not _session["owned"]:
-            return
-        _session["users"] -= 1
-        if _session["users"] <= 0:
-            _session.update(owned=False, users=0)
-            ray.shutdown()
-
-
-# -- the actor ------------------------------------------------------------------
-
-
-class _GroupHost:
-    """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
-
-    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
-                 env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
-        from marl_vec.envs.registry import as_adapter
-        from marl_vec.group import EnvGroup
-
-        adapters = [as_adapter(fn()) for fn in env_fns]
-        try:
-            spec = with_reward_dtype(adapters[0].spec, reward_dtype)  # the driver's layout
-            self.buffers = BatchBuffers(spec, len(adapters))
-            # row_offset: row 0 of these buffers is global env `start`, so seeds and
-            # messages use global indices while the buffers hold only this block.
-            self.group = EnvGroup(env_fns, self.buffers, start, autoreset, env_seed, adapters=adapters,
-                                  row_offset=start, **group_kwargs)
-        except BaseException:
-            for adapter in adapters:
-                adapter.close()
-            raise
-        self.start = start
-        self._env_fns, self._autoreset, self._env_seed = env_fns, autoreset, env_seed
-        self._group_kwargs = group_kwargs
-        buf = self.buffers
-        # Every array, trees of observations leaf by leaf.
-        self._out = tuple(a for name in _STEP_FIELDS for a in buf.leaves(name))
-        self._finals = tuple(a for name in _FINAL_FIELDS for a in buf.leaves(name))
-        self._keeps_final = self.group.mode.keeps_final
-
-    def spec(self):
-        return self.buffers.spec
-
-    def node_id(self) -> str:
-        return _ray().get_runtime_context().get_node_id()
-
-    def link(self, shm_name: str, num_envs: int, socket_path: str, authkey: bytes) -> str | None:
-        """Move the group onto the driver's shared block and serve it over a unix socket.
-
-        Called once, before the first reset, and only when the driver runs on this
-        machine. From then on the driver steps this group through the link alone
-        (a serving thread owns it; Ray calls no longer touch it). Returns the
-        socket's address, or None when the block cannot be mapped here (the driver
-        then keeps using Ray calls).
-        """
-        from marl_vec.group import EnvGroup
-        from marl_vec.vec.ray_link import serve_in_thread
-
-        try:
-            shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)
-        except OSError:  # no such block here (another machine after all), or no access
-            return None
-        # The same adapters, bound to their rows of the shared block (row_offset 0:
-        # the shared block holds the whole batch).
-        self.group = EnvGroup(self._env_fns, shared, self.start, self._autoreset, self._env_seed,
-                              adapters=self.group.adapters, **self._group_kwargs)
-        self.buffers = shared
-        return serve_in_thread(self.group, shared, self.start, socket_path, authkey)
-
-    def reset(self, seed: int | None, env_ids: list[int] | None):
-        infos = self.group.reset(seed, env_ids)
-        ids = range(len(self.group)) if env_ids is None else env_ids
-        return self._out, None, {j: info for j, info in zip(ids, infos) if info}
-
-    def step(self, actions: np.ndarray):
-        spaces.tree_map(np.copyto, self.group.actions, actions)  # Dict/Tuple actions: leaf by leaf
-        infos = self.group.step()
-        finals = None
-        done = self.group.done
-        if self._keeps_final and done.any():
-            rows = np.flatnonzero(done)
-            finals = (rows, tuple(a[rows] for a in self._finals))
-        # Arrays are serialised as this method returns, before the next call can change them.
-        return self._out, finals, {j: info for j, info in enumerate(infos) if info}
-
-    def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
-        return self.group.call(name, args, kwargs, env_ids)
-
-    def get_attr(self, name: str, env_ids: list[int]) -> list[Any]:
-        return self.group.get_attr(name, env_ids)
-
-    def set_attr(self, name: str, values: list[Any], env_ids: list[int]) -> None:
-        self.group.set_attr(name, values, env_ids)
-
-    def render(self) -> list[Any]:
-        return self.group.render()
-
-    def close(self) -> None:
-        self.group.close()
-
-
-# -- the backend ----------------------------------------------------------------
-
-
 class _Lost:
     """The result of a step whose actor died and may be replaced."""
 
     def __init__(self, error: RayWorkerError):
         self.error = error
-
 
 
 class RayVecEnv(VecEnv):
@@ -307,7 +155,7 @@ class RayVecEnv(VecEnv):
         self._mode = mode = AutoresetMode.parse(autoreset)
         self._reward_dtype = reward_dtype
         parse_reward_dtype(reward_dtype)  # fails before a cluster starts
-        ray = _ray()
+        ray = ray_module()
         num_envs = len(env_fns)
         self.timeout = float(opts["timeout"])
         self.transport = opts["transport"]
@@ -316,6 +164,7 @@ class RayVecEnv(VecEnv):
         self._socket_dir: str | None = None
         self._owns_session = False
         self._refs: dict[int, Any] = {}
+        self._step_answers: dict[int, Any] = {}  # the current step's answers read so far
         self._dead: dict[int, RayWorkerError] = {}
 
         if opts["address"] is None and not ray.is_initialized():
@@ -323,9 +172,9 @@ class RayVecEnv(VecEnv):
             workers = _block_count(num_envs, opts["num_workers"], opts["envs_per_worker"], cpus)
             # Ray's CPUs are logical: reserve enough that every actor can be placed.
             need = math.ceil(workers * opts["num_cpus_per_worker"])
-            self._owns_session = _acquire_session(None, max(cpus, need), opts["temp_dir"])
+            self._owns_session = acquire_session(None, max(cpus, need), opts["temp_dir"])
         else:
-            self._owns_session = _acquire_session(opts["address"], 0, opts["temp_dir"])
+            self._owns_session = acquire_session(opts["address"], 0, opts["temp_dir"])
         try:
             cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
             per = opts["num_cpus_per_worker"]
@@ -335,7 +184,7 @@ class RayVecEnv(VecEnv):
                 else [min(i * opts["envs_per_worker"], num_envs) for i in range(workers + 1)]
             self.blocks = [range(bounds[w], bounds[w + 1]) for w in range(workers)]
             group_kwargs = {"restart_on_error": restart_on_error} if restart_on_error else {}
-            self._actor_cls = ray.remote(_GroupHost).options(
+            self._actor_cls = ray.remote(GroupHost).options(
                 num_cpus=per,
                 resources=dict(opts["resources_per_worker"] or {}),
                 max_restarts=0,
@@ -352,7 +201,7 @@ class RayVecEnv(VecEnv):
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
-            self._here = _driver_node(ray) if self.transport == "auto" else None
+            self._here = driver_node(ray) if self.transport == "auto" else None
             local = self._local_actors(range(workers))
             # The batch lives in shared memory when some actor can map it.
             self.buffers = BatchBuffers(self.spec, num_envs, shared=bool(local))
@@ -362,10 +211,10 @@ class RayVecEnv(VecEnv):
             self._close()
             raise
         buf = self.buffers
-        present = [a for name in _STEP_FIELDS for a in buf.leaves(name)]
+        present = [a for name in STEP_FIELDS for a in buf.leaves(name)]
         # Per actor, the destination views of its block, built once (leaf by leaf, as the actor sends).
         self._dst = [tuple(a[b.start:b.stop] for a in present) for b in self.blocks]
-        self._final_dst = tuple(a for name in _FINAL_FIELDS for a in buf.leaves(name))
+        self._final_dst = tuple(a for name in FINAL_FIELDS for a in buf.leaves(name))
         self._act = [spaces.tree_map(lambda a, b=b: a[b.start:b.stop], buf.actions) for b in self.blocks]
 
     @property
@@ -419,45 +268,48 @@ class RayVecEnv(VecEnv):
             self._dead[w] = err
             raise err from None
 
-    def _receive(self, workers: Sequence[int], command: str, replace: bool = False) -> dict[int, Any]:
+    def _receive(self, workers: Sequence[int], command: str, replace: bool = False,
+                 into: dict[int, Any] | None = None) -> dict[int, Any]:
         """Wait for actor w's answer, for every w in ``workers``; the first error is raised
         after every link has answered, so no answer is left behind to be read out of turn.
 
         Step and reset answers come back as their infos by local index, the arrays
-        already in ``self.buffers``.
+        already in ``self.buffers``. ``into``: where answers go as they arrive (an
+        error as its RayWorkerError), so that a wait cut short by an interrupt can be
+        resumed: actors already in it are not waited for again.
         """
-        linked = [w for w in workers if self._links[w] is not None]
-        remote = [w for w in workers if self._links[w] is None]
-        results: dict[int, Any] = {}
-        error: RayWorkerError | None = None
+        results: dict[int, Any] = {} if into is None else into
+        links = self._links
+        linked = [w for w in workers if links[w] is not None and w not in results]
+        remote = [w for w in workers if links[w] is None and w not in results]
         if linked:
-            try:
-                results.update(self._receive_links(linked, command, replace))
-            except RayWorkerError as exc:
-                error = exc
+            self._receive_links(linked, command, replace, results)
         if remote:
-            refs = [self._refs.pop(w) for w in remote]
+            # A ref is dropped only once its answer is in: an interrupted wait leaves it owed.
+            refs = [self._refs[w] for w in remote]
             try:
                 answers = self._gather(refs, command, remote, replace)
-            except RayWorkerError:
-                if error is None:
-                    raise
-                answers = []
-            for w, answer in zip(remote, answers):
-                if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
-                    answer = self._copy_in(w, answer)
-                results[w] = answer
-        if error is not None:
-            raise error
+            except RayWorkerError as exc:
+                for w in remote:
+                    self._refs.pop(w, None)
+                    results.setdefault(w, exc)
+            else:
+                for w, answer in zip(remote, answers):
+                    if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
+                        answer = self._copy_in(w, answer)
+                    results[w] = answer
+                    del self._refs[w]
+        for answer in results.values():
+            if isinstance(answer, RayWorkerError):
+                raise answer
         return results
 
-    def _receive_links(self, workers: Sequence[int], command: str, replace: bool) -> dict[int, Any]:
+    def _receive_links(self, workers: Sequence[int], command: str, replace: bool, results: dict[int, Any]) -> None:
         waiting = {}
-        results: dict[int, Any] = {}
-        error: RayWorkerError | None = None
         for w in workers:
-            if self._refs.pop(w, True) is None:  # sending failed: it died
-                error = self._lost_or_raise(w, command, replace, results, error)
+            if w in self._refs and self._refs[w] is None:  # sending failed: it died
+                del self._refs[w]
+                self._lost(w, command, replace, results)
             else:
                 waiting[self._links[w].conn] = w
         deadline = time.monotonic() + self.timeout
@@ -478,27 +330,37 @@ class RayVecEnv(VecEnv):
                 try:
                     status, payload = self._links[w].receive()
                 except (EOFError, OSError):
-                    error = self._lost_or_raise(w, command, replace, results, error)
+                    self._lost(w, command, replace, results)
                     continue
                 if status == "error":
                     env_index, _what, text = payload
-                    error = error or self._raised(w, command, env_index, text)
+                    results[w] = self._raised(w, command, env_index, text)
                 else:
                     results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
-        if error is not None:
-            raise error
-        return results
 
-    def _lost_or_raise(self, w: int, command: str, replace: bool, results: dict[int, Any],
-                       error: RayWorkerError | None) -> RayWorkerError | None:
-        """Linked actor w died: a :class:`_Lost` result if it may be replaced, else the error to raise."""
+    def _lost(self, w: int, command: str, replace: bool, results: dict[int, Any]) -> None:
+        """Linked actor w died: its result is a :class:`_Lost` if it may be replaced, else the error."""
         err = RayWorkerError(f"{self._where(w)} died during {command}: its process closed the shared-memory link",
                              w, self.blocks[w])
         self._dead[w] = err
-        if replace and self._may_replace(w, err):
-            results[w] = _Lost(err)
-            return error
-        return error or err
+        results[w] = _Lost(err) if replace and self._may_replace(w, err) else err
+
+    def _owes_answers(self) -> bool:
+        """Some live actor still owes an answer (a call was cut short by an interrupt)."""
+        dead = self._dead
+        if any(w not in dead for w in self._refs):
+            return True
+        return any(link is not None and link.owed and w not in dead for w, link in enumerate(self._links))
+
+    def _drain(self) -> None:
+        """Read and drop the answers owed to an interrupted call other than a step."""
+        dead = self._dead
+        owed = [w for w in range(len(self.actors)) if w not in dead and
+                (w in self._refs or (self._links[w] is not None and self._links[w].owed))]
+        try:
+            self._receive(owed, "drain")
+        except RayWorkerError:  # the dropped call's own error: nobody waits for it any more
+            pass
 
     def _where(self, w: int) -> str:
         block = self.blocks[w]
@@ -511,7 +373,7 @@ class RayVecEnv(VecEnv):
         ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
         its result is then a :class:`_Lost` for the caller to report.
         """
-        ray = _ray()
+        ray = ray_module()
         workers = list(range(len(refs))) if workers is None else list(workers)
         try:
             return ray.get(refs, timeout=self.timeout)
@@ -560,7 +422,7 @@ class RayVecEnv(VecEnv):
     def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
         """Actor w died in a step: start a new one (linked again if it is on this machine);
         its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
-        ray = _ray()
+        ray = ray_module()
         self.actor_restarts[w] += 1
         try:
             ray.kill(self.actors[w])
@@ -582,7 +444,7 @@ class RayVecEnv(VecEnv):
         return self._restart_block(block, reset, {"error": str(err), "actor_restarts": self.actor_restarts[w]})
 
     def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
-        ray = _ray()
+        ray = ray_module()
         block = self.blocks[w]
         where = self._where(w)
         if isinstance(exc, ray.exceptions.RayActorError):
@@ -659,7 +521,14 @@ class RayVecEnv(VecEnv):
             self._send(w, "step", (act,))
 
     def _step_wait(self) -> list[dict[str, Any]]:
-        results = self._receive(range(len(self.actors)), "step", replace=True)
+        # Answers read before an interrupt stay in self._step_answers; a later call
+        # waits only for the rest.
+        results = self._step_answers
+        try:
+            self._receive(range(len(self.actors)), "step", replace=True, into=results)
+        finally:
+            if not self._owes_answers():
+                self._step_answers = {}
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for w, result in sorted(results.items()):
             start = self.blocks[w].start
@@ -708,7 +577,7 @@ class RayVecEnv(VecEnv):
         actors, self.actors = getattr(self, "actors", []), []
         links, self._links = getattr(self, "_links", []), []
         if actors:
-            ray = _ray()
+            ray = ray_module()
             dead = getattr(self, "_dead", {})
             # Let live actors close their envs (engines, game processes), briefly, then end them.
             refs, conns = [], []
@@ -749,22 +618,7 @@ class RayVecEnv(VecEnv):
             shutil.rmtree(socket_dir, ignore_errors=True)
         if getattr(self, "_owns_session", False):
             self._owns_session = False
-            _release_session()
-
-
-def _driver_node(ray: Any) -> str | None:
-    """This process's Ray node, or None when it is not one (a ``ray://`` client)."""
-    try:
-        from ray.util.client import ray as client
-
-        if client.is_connected():
-            return None
-    except ImportError:
-        pass
-    try:
-        return ray.get_runtime_context().get_node_id()
-    except Exception:  # Ray raises several types where no node id exists
-        return None
+            release_session()
 
 
 def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | None) -> dict[str, Any]:

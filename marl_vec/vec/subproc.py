@@ -164,7 +164,8 @@ class SubprocVecEnv(VecEnv):
         self._blocks = _blocks(num_envs, num_workers)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
-        self._pending = [False] * num_workers
+        self._pending = [False] * num_workers  # per worker: an answer is owed
+        self._step_replies: dict[int, Any] = {}  # the current step's answers read so far
         self._broken: WorkerError | None = None
         self._buffers_holder: list[BatchBuffers] = []
         # Cleanup runs on close(), on garbage collection and at interpreter exit,
@@ -277,17 +278,18 @@ class SubprocVecEnv(VecEnv):
         return ""
 
     def _collect(self, command: str, workers: Sequence[int] | range, timeout: float | None = -1.0,
-                 replace: bool = False) -> dict[int, Any]:
+                 replace: bool = False, into: dict[int, Any] | None = None) -> dict[int, Any]:
         """Wait for one answer from each of ``workers``; raise the first error after all arrived.
 
         Every wait is bounded by ``timeout`` (negative: ``self.timeout``) and also
         watches the workers' process sentinels, so a dead worker is noticed at once.
         ``replace``: a dead worker that may be replaced answers a :class:`_Lost`.
+        ``into``: where answers go as they arrive (an env's error as its WorkerError),
+        so that a wait cut short by an interrupt can be resumed without losing any.
         """
         conns, procs = self._conns, self._procs
         waiting = list(workers)
-        results: dict[int, Any] = {}
-        error: WorkerError | None = None
+        results: dict[int, Any] = {} if into is None else into
         if timeout is not None and timeout < 0:
             timeout = self.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -323,15 +325,20 @@ class SubprocVecEnv(VecEnv):
                 status, payload = decode(data)
                 if status == "error":
                     env_index, what, text = payload
-                    error = error or WorkerError(command, w, env_index, what, text)
+                    results[w] = WorkerError(command, w, env_index, what, text)
                 else:
                     results[w] = payload
-        if error is not None:
-            raise error
+        for answer in results.values():
+            if isinstance(answer, WorkerError):
+                raise answer
         return results
 
+    def _owes_answers(self) -> bool:
+        return self._broken is None and any(self._pending)
+
     def _drain(self) -> None:
-        """Discard answers still owed from an interrupted call (e.g. KeyboardInterrupt in step_wait)."""
+        """Discard answers still owed from an interrupted call other than a step (a step's
+        are collected by :meth:`VecEnv._check_idle`, through :meth:`_step_wait`)."""
         owed = [w for w, p in enumerate(self._pending) if p]
         if owed:
             try:
@@ -394,7 +401,17 @@ class SubprocVecEnv(VecEnv):
             self._send(w, STEP, "step")
 
     def _step_wait(self) -> list[dict[str, Any]]:
-        replies = self._collect("step", range(self.num_workers), replace=True)
+        if self._broken is not None:
+            raise self._broken
+        # Answers read before an interrupt stay in self._step_replies; a later call
+        # waits only for the rest.
+        replies = self._step_replies
+        pending = self._pending
+        try:
+            self._collect("step", [w for w in range(self.num_workers) if pending[w]], replace=True, into=replies)
+        finally:
+            if not any(pending):
+                self._step_replies = {}
         lost = {w: reply for w, reply in replies.items() if isinstance(reply, _Lost)}
         infos = self._gather_infos({w: reply for w, reply in replies.items() if w not in lost})
         for w, reply in lost.items():

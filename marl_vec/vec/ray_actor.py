@@ -1,0 +1,122 @@
+"""The Ray actor of a RayVecEnv: one EnvGroup over the buffers of its own block of envs.
+
+The driver (:mod:`marl_vec.vec.ray`) makes one actor per contiguous block of envs.
+An actor answers Ray calls (``reset``, ``step``, ``call``, ...) with its arrays,
+or, once :meth:`GroupHost.link` has moved it onto the driver's shared-memory
+block, serves the same commands over a unix socket (:mod:`marl_vec.vec.ray_link`).
+
+Imports: the buffers, the EnvGroup, the adapter registry, :mod:`marl_vec.vec.ray_link`
+and :mod:`marl_vec.vec.ray_session` (for Ray itself). Never the driver module.
+
+Example (what RayVecEnv does; not run here)::
+
+    actor = ray.remote(GroupHost).remote(env_fns, start, "same_step", env_seed, {})
+    out, finals, infos = ray.get(actor.reset.remote(None, None))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from marl_vec import spaces
+from marl_vec.buffers import BatchBuffers
+from marl_vec.vec.base import with_reward_dtype
+from marl_vec.vec.ray_session import ray_module
+
+# Arrays an actor sends back after every step or reset, in this order; the
+# final_* arrays travel only for the rows of envs that have just finished.
+STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
+FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
+
+
+class GroupHost:
+    """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
+                 env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
+        from marl_vec.envs.registry import as_adapter
+        from marl_vec.group import EnvGroup
+
+        adapters = [as_adapter(fn()) for fn in env_fns]
+        try:
+            spec = with_reward_dtype(adapters[0].spec, reward_dtype)  # the driver's layout
+            self.buffers = BatchBuffers(spec, len(adapters))
+            # row_offset: row 0 of these buffers is global env `start`, so seeds and
+            # messages use global indices while the buffers hold only this block.
+            self.group = EnvGroup(env_fns, self.buffers, start, autoreset, env_seed, adapters=adapters,
+                                  row_offset=start, **group_kwargs)
+        except BaseException:
+            for adapter in adapters:
+                adapter.close()
+            raise
+        self.start = start
+        self._env_fns, self._autoreset, self._env_seed = env_fns, autoreset, env_seed
+        self._group_kwargs = group_kwargs
+        buf = self.buffers
+        # Every array, trees of observations leaf by leaf.
+        self._out = tuple(a for name in STEP_FIELDS for a in buf.leaves(name))
+        self._finals = tuple(a for name in FINAL_FIELDS for a in buf.leaves(name))
+        self._keeps_final = self.group.mode.keeps_final
+
+    def spec(self):
+        return self.buffers.spec
+
+    def node_id(self) -> str:
+        return ray_module().get_runtime_context().get_node_id()
+
+    def link(self, shm_name: str, num_envs: int, socket_path: str, authkey: bytes) -> str | None:
+        """Move the group onto the driver's shared block and serve it over a unix socket.
+
+        Called once, before the first reset, and only when the driver runs on this
+        machine. From then on the driver steps this group through the link alone
+        (a serving thread owns it; Ray calls no longer touch it). Returns the
+        socket's address, or None when the block cannot be mapped here (the driver
+        then keeps using Ray calls).
+        """
+        from marl_vec.group import EnvGroup
+        from marl_vec.vec.ray_link import serve_in_thread
+
+        try:
+            shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)
+        except OSError:  # no such block here (another machine after all), or no access
+            return None
+        # The same adapters, bound to their rows of the shared block (row_offset 0:
+        # the shared block holds the whole batch).
+        self.group = EnvGroup(self._env_fns, shared, self.start, self._autoreset, self._env_seed,
+                              adapters=self.group.adapters, **self._group_kwargs)
+        self.buffers = shared
+        return serve_in_thread(self.group, shared, self.start, socket_path, authkey)
+
+    def reset(self, seed: int | None, env_ids: list[int] | None):
+        infos = self.group.reset(seed, env_ids)
+        ids = range(len(self.group)) if env_ids is None else env_ids
+        return self._out, None, {j: info for j, info in zip(ids, infos) if info}
+
+    def step(self, actions: np.ndarray):
+        spaces.tree_map(np.copyto, self.group.actions, actions)  # Dict/Tuple actions: leaf by leaf
+        infos = self.group.step()
+        finals = None
+        done = self.group.done
+        if self._keeps_final and done.any():
+            rows = np.flatnonzero(done)
+            finals = (rows, tuple(a[rows] for a in self._finals))
+        # Arrays are serialised as this method returns, before the next call can change them.
+        return self._out, finals, {j: info for j, info in enumerate(infos) if info}
+
+    def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
+        return self.group.call(name, args, kwargs, env_ids)
+
+    def get_attr(self, name: str, env_ids: list[int]) -> list[Any]:
+        return self.group.get_attr(name, env_ids)
+
+    def set_attr(self, name: str, values: list[Any], env_ids: list[int]) -> None:
+        self.group.set_attr(name, values, env_ids)
+
+    def render(self) -> list[Any]:
+        return self.group.render()
+
+    def close(self) -> None:
+        self.group.close()
+
