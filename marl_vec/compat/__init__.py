@@ -5,6 +5,8 @@
 - :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
   gymnasium's next-step autoreset.
 - :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
+- :class:`XuanCeVecEnv`: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
+  marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
 
 Example:
     >>> import gymnasium as gym
@@ -19,8 +21,9 @@ Example:
 
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
+from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "XuanCeVecEnv"]
 
 
 def __getattr__(name: str) -> object:
