@@ -143,3 +143,20 @@ def test_qmix_trains_and_tests_through_the_face(tmp_path):
     assert test_envs.closed
     agent.finish()
     envs.close()
+
+
+def test_train_with_script_trains_xuance_on_a_marl_vec_config(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "train_with" / "xuance_mappo.py"
+    spec = importlib.util.spec_from_file_location("xuance_mappo", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    config = str(path.parent.parent.parent / "configs" / "mpe" / "simple_spread.yaml")
+    assert script.main([config, "--steps", "200", "--report", "100", "--num-envs", "2"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("step=", "first_"))]
+    assert [line.split()[0] for line in lines[:-1]] == ["step=100", "step=200"]
+    # Steps count over all envs: 100 steps are 4 episodes of 25 steps, 200 are 8.
+    assert lines[0].split()[1] == "episodes=4" and lines[1].split()[1] == "episodes=8"
+    assert lines[-1].startswith("first_return=-") and " final_return=-" in lines[-1]
