@@ -160,3 +160,24 @@ def test_train_with_script_trains_xuance_on_a_marl_vec_config(capsys):
     # Steps count over all envs: 100 steps are 4 episodes of 25 steps, 200 are 8.
     assert lines[0].split()[1] == "episodes=4" and lines[1].split()[1] == "episodes=8"
     assert lines[-1].startswith("first_return=-") and " final_return=-" in lines[-1]
+
+
+def test_mappo_trains_on_football_through_the_face(tmp_path):
+    # XuanCe MAPPO (centralised critic on marl_vec's Football state) on 3 vs 1 with keeper.
+    pytest.importorskip("gfootball.env", reason="gfootball is not in this venv (XUANCE_FOOTBALL=1 bash scripts/install_xuance_venv.sh)")
+    from pathlib import Path
+
+    config_file = Path(__file__).resolve().parent.parent / "configs" / "football" / "academy_3_vs_1_with_keeper.yaml"
+    venv = mv.make(str(config_file), num_envs=2, backend="dummy")
+    envs = XuanCeVecEnv(venv)
+    assert envs.max_episode_steps == 401 and envs.num_adversaries == 0
+    config = xuance_config("mappo", tmp_path, buffer_size=50, n_epochs=1, n_minibatch=1,
+                           policy="Categorical_MAAC_Policy", use_global_state=True, use_actions_mask=True)
+    agent = REGISTRY_Agents[config.agent](config, envs)
+    initial = parameters(agent)
+    agent.train(60)
+    assert agent.current_step == 120
+    assert any(not torch.equal(initial[n], value) for n, value in parameters(agent).items())
+    assert envs.battles_game.sum() == venv.episode_statistics()["episodes"]
+    agent.finish()
+    envs.close()
