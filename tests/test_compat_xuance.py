@@ -122,6 +122,29 @@ def test_ippo_continuous_actions_learn_the_same_parameters(tmp_path):
     assert_same_parameters(native, through_face)
 
 
+def test_recurrent_mappo_with_global_state_learns_the_same_parameters(tmp_path):
+    # The episode-based path of XuanCe's on-policy trainer (run_episodes, used by its
+    # recurrent policies and by its SC2 and Football configs), with a centralised critic
+    # on the env's state.
+    def train(face: bool):
+        config = xuance_config("mappo", tmp_path / ("face" if face else "native"), buffer_size=4, n_epochs=1,
+                               n_minibatch=1, policy="Categorical_MAAC_Policy", use_rnn=True,
+                               representation="Basic_RNN", use_global_state=True)
+        envs = marl_vec_envs(config) if face else make_envs(config)
+        agent = REGISTRY_Agents[config.agent](config, envs)
+        initial = parameters(agent)
+        agent.train(100)
+        learned = parameters(agent)
+        agent.finish()
+        envs.close()
+        return initial, learned
+
+    initial, native = train(face=False)
+    _, through_face = train(face=True)
+    assert any(not torch.equal(initial[n], native[n]) for n in initial)
+    assert_same_parameters(native, through_face)
+
+
 def test_qmix_trains_and_tests_through_the_face(tmp_path):
     # QMIX is not deterministic run to run (its replay sampling is unseeded), so
     # only its working is checked here: it trains on the global state, its loss is
