@@ -9,6 +9,8 @@
   ``marl_vec.compat.benchmarl.MarlVecTask``: any marl_vec config as a BenchMARL task
   (extra ``benchmarl``); not re-exported here, because it builds its envs from
   marl_vec configs, a layer above the faces.
+- :class:`XuanCeVecEnv`: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
+  marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
 
 Example:
     >>> import gymnasium as gym
@@ -23,8 +25,9 @@ Example:
 
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
+from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv"]
 
 
 def __getattr__(name: str) -> object:
