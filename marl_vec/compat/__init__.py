@@ -5,6 +5,8 @@
 - :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
   gymnasium's next-step autoreset.
 - :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
+- :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
+  venv of its own; imported on first use).
 
 Example:
     >>> import gymnasium as gym
@@ -20,7 +22,7 @@ Example:
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "AgileRLVecEnv"]
 
 
 def __getattr__(name: str) -> object:
@@ -29,4 +31,8 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.sb3 import SB3VecEnv
 
         return SB3VecEnv
+    if name == "AgileRLVecEnv":
+        from marl_vec.compat.agilerl import AgileRLVecEnv
+
+        return AgileRLVecEnv
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")
