@@ -14,9 +14,6 @@ trap 'rm -f "$CONSTRAINTS"' EXIT
 echo "torch==2.13.0" > "$CONSTRAINTS"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q torch==2.13.0
-# agilerl imports peft (and so transformers) at import time without declaring them
-# outside its "all" extra, whose other pins (bitsandbytes, liger-kernel, ...) we do not
-# need: the two are installed at the versions that extra pins.
-"$VENV/bin/pip" install -q -c "$CONSTRAINTS" "agilerl==2.58.*" peft==0.21.0 transformers==5.14.1 pytest pytest-timeout
-"$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e .
+# marl_vec with its agilerl extra (agilerl, and the peft/transformers it imports undeclared).
+"$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e ".[agilerl]" pytest pytest-timeout
 "$VENV/bin/python" -c "import torch, agilerl, pettingzoo, mpe2, marl_vec; print('agilerl venv: torch', torch.__version__, 'pettingzoo', pettingzoo.__version__)"
