@@ -12,7 +12,6 @@ VENV=.venv-agilerl
 CONSTRAINTS="$(mktemp)"
 trap 'rm -f "$CONSTRAINTS"' EXIT
 echo "torch==2.13.0" > "$CONSTRAINTS"
-"$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q torch==2.13.0
 # marl_vec with its agilerl extra (agilerl, and the peft/transformers it imports undeclared).
 "$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e ".[agilerl]" pytest pytest-timeout
