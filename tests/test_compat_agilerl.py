@@ -115,3 +115,89 @@ def test_maddpg_fitness_through_the_face_equals_agilerls_own_vec_env():
     print("MADDPG fitness", native, face)
     assert len(native) == len(face) > 0
     assert face == native
+
+
+# -- step by step against AsyncPettingZooVecEnv, agents dying (knights_archers_zombies) ----
+
+
+def make_kaz():
+    from pettingzoo.butterfly import knights_archers_zombies_v10
+
+    return knights_archers_zombies_v10.parallel_env(
+        vector_state=True, max_cycles=150, spawn_rate=2, num_archers=1, num_knights=2, max_zombies=20
+    )
+
+
+def test_steps_equal_agilerls_own_vec_env_with_dying_agents_and_autoresets():
+    native = AsyncPettingZooVecEnv([make_kaz] * NUM_ENVS)
+    face = AgileRLVecEnv(mv.DummyVecEnv([make_kaz] * NUM_ENVS, env_seed=SEED, reward_dtype="float64"))
+    try:
+        native_obs, _ = native.reset(seed=SEED)
+        face_obs, face_infos = face.reset(seed=SEED)
+        assert face_infos["archer_0"]["action_mask"].shape == (NUM_ENVS, 6)
+        for agent in native.agents:
+            np.testing.assert_array_equal(face_obs[agent], native_obs[agent])
+        rng = np.random.default_rng(0)
+        gone = {agent: np.zeros(NUM_ENVS, dtype=bool) for agent in native.agents}
+        deaths = resets = gone_steps = 0
+        for step in range(300):
+            # AgileRL's agents act NaN for agents that are gone; the face and the native env skip them.
+            actions = {}
+            for agent in native.agents:
+                agent_actions = rng.integers(0, 6, NUM_ENVS).astype(np.float64)
+                agent_actions[gone[agent]] = np.nan
+                actions[agent] = agent_actions
+            native_out = native.step({a: v.copy() for a, v in actions.items()})
+            face_out = face.step(actions)
+            for what, n_part, f_part in zip(("obs", "reward", "terminated", "truncated"), native_out, face_out):
+                for agent in native.agents:
+                    # Rewards are float64 always (AgileRL's own vec env keeps KAZ's int rewards as int64).
+                    if what != "reward":
+                        assert f_part[agent].dtype == n_part[agent].dtype, (step, what, agent)
+                    np.testing.assert_array_equal(f_part[agent], n_part[agent], err_msg=f"step {step} {what} {agent}")
+            _, _, term, trunc, _ = native_out
+            ended = {a: (term[a] == 1) | (trunc[a] == 1) | np.isnan(term[a]) for a in native.agents}
+            env_done = np.logical_and.reduce([ended[a] for a in native.agents])
+            resets += int(env_done.sum())
+            for agent in native.agents:
+                deaths += int(((term[agent] == 1) & ~env_done).sum())
+                gone_steps += int(gone[agent].sum())
+                gone[agent] = ended[agent] & ~env_done
+        # The run covered what it is for: agents dying mid-episode, stepping on while
+        # others are gone, and autoresets.
+        assert deaths > 0 and gone_steps > 0 and resets > 0, (deaths, gone_steps, resets)
+    finally:
+        native.close()
+        face.close()
+
+
+# -- misuse --------------------------------------------------------------------------
+
+
+def test_refuses_float32_rewards_and_other_autoreset_modes():
+    with pytest.raises(ValueError, match="float64 rewards.*reward_dtype='float64'"):
+        AgileRLVecEnv(mv.DummyVecEnv([make_native_env] * NUM_ENVS))
+    with pytest.raises(ValueError, match="autoreset='same_step'.*'next_step'"):
+        AgileRLVecEnv(mv.DummyVecEnv([make_native_env] * NUM_ENVS, reward_dtype="float64", autoreset="next_step"))
+
+
+def test_refuses_bad_actions_naming_agent_and_env():
+    env = face_vec()
+    try:
+        env.reset(seed=SEED)
+        good = {agent: np.zeros(NUM_ENVS, dtype=np.int64) for agent in env.agents}
+        with pytest.raises(ValueError, match=r"no action \(NaN or left out\) for agent 'agent_1' in env 1, which is alive"):
+            env.step({**good, "agent_1": np.array([0.0, np.nan])})
+        with pytest.raises(ValueError, match=r"actions\['agent_0'\] must have shape \(2,\)"):
+            env.step({**good, "agent_0": np.zeros(3, dtype=np.int64)})
+        with pytest.raises(ValueError, match=r"unknown agents \['agent_9'\]"):
+            env.step({**good, "agent_9": np.zeros(NUM_ENVS, dtype=np.int64)})
+        with pytest.raises(ValueError, match="whole numbers"):
+            env.step({**good, "agent_0": np.array([0.5, 1.0])})
+        with pytest.raises(ValueError, match="reset options"):
+            env.reset(options={"x": 1})
+        # Torch tensors are taken as they are (AgileRL may hand them over).
+        obs, rewards, *_ = env.step({agent: torch.zeros(NUM_ENVS, dtype=torch.int64) for agent in env.agents})
+        assert rewards["agent_0"].dtype == np.float64 and obs["agent_0"].shape == (NUM_ENVS, 18)
+    finally:
+        env.close()
