@@ -11,6 +11,8 @@
   marl_vec configs, a layer above the faces.
 - :class:`XuanCeVecEnv`: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
   marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
+- :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
+  venv of its own; imported on first use).
 
 Example:
     >>> import gymnasium as gym
@@ -27,7 +29,7 @@ from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv"]
 
 
 def __getattr__(name: str) -> object:
@@ -40,4 +42,8 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.torchrl import TorchRLEnv
 
         return TorchRLEnv
+    if name == "AgileRLVecEnv":
+        from marl_vec.compat.agilerl import AgileRLVecEnv
+
+        return AgileRLVecEnv
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")
