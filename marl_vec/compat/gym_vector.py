@@ -383,7 +383,12 @@ def _attr_or_none(venv: VecEnv, name: str, indices: list[int] | None = None) -> 
 
 def _native_action_space(spec: EnvSpec, native: Any) -> gymnasium.spaces.Space:
     """Env 0's own action space where it is the one the spec was made from, else one made from the spec."""
-    if isinstance(native, gymnasium.spaces.Space) and native == action_space_of(spec):
+    own = action_space_of(spec)
+    if isinstance(native, gymnasium.spaces.Space) and native == own:
+        return native
+    # gymnasium's MultiBinary compares ``n`` as given: MultiBinary(3) != MultiBinary((3,))
+    if isinstance(native, gymnasium.spaces.MultiBinary) and isinstance(own, gymnasium.spaces.MultiBinary) \
+            and native.shape == own.shape:
         return native
     if isinstance(native, gymnasium.spaces.Discrete) and spec.discrete and int(native.n) == spec.n_actions:
         return native
