@@ -223,3 +223,93 @@ def test_batch_of_one_with_dict_actions_equals_sync_vector_env_of_one():
         for a, b in zip(ours.step(action), theirs.step(action)):
             assert_same(a, b)
     ours.close(), theirs.close()
+
+
+# -- SB3VecEnv -----------------------------------------------------------------------------------
+
+FLAT_DICT = Dict({"pos": Box(-5, 5, (2,), np.float32), "vel": Box(-np.inf, np.inf, (2,), np.float32),
+                  "sign": Discrete(2), "bits": MultiBinary(2)})
+
+
+def flat_dict_obs(o: np.ndarray) -> dict[str, Any]:
+    return {"pos": o[:2], "vel": o[2:], "sign": int(o[2] > 0), "bits": (o[:2] > 0).astype(np.int8)}
+
+
+def cartpole_dict_obs_multidiscrete_action() -> gym.Env:
+    """SB3's MultiInputPolicy takes flat Dict observations (not nested ones)."""
+    env = TransformObservation(gym.make("CartPole-v1"), flat_dict_obs, FLAT_DICT)
+    return TransformAction(env, lambda a: int(a[0] + a[1]) % 2, MultiDiscrete([2, 3]))
+
+
+def cartpole_dict_obs_multibinary_action() -> gym.Env:
+    env = TransformObservation(gym.make("CartPole-v1"), flat_dict_obs, FLAT_DICT)
+    return TransformAction(env, lambda a: int(a[0] ^ a[2]), MultiBinary(3))
+
+
+def sb3_pair(fn: Callable[[], gym.Env], backend: str = "dummy", n: int = E) -> tuple[Any, Any]:
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra")
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv as SB3DummyVecEnv
+
+    from marl_vec.compat import SB3VecEnv
+
+    venv_cls = mv.DummyVecEnv if backend == "dummy" else mv.SubprocVecEnv
+    return SB3VecEnv(venv_cls([fn] * n, env_seed=None)), SB3DummyVecEnv([lambda: Monitor(fn())] * n)
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+@pytest.mark.parametrize("fn", [cartpole_dict_obs_multidiscrete_action, cartpole_dict_obs_multibinary_action],
+                         ids=lambda fn: fn.__name__)
+def test_sb3_dict_observations_and_multi_actions_equal_sb3_dummy_vec_env(fn, backend):
+    ours, theirs = sb3_pair(fn, backend)
+    assert ours.observation_space == theirs.observation_space and ours.action_space == theirs.action_space
+    ours.seed(3), theirs.seed(3)
+    assert_same(dict(ours.reset()), dict(theirs.reset()), "reset obs")
+    theirs.action_space.seed(0)
+    finals = 0
+    for t in range(STEPS):
+        action = np.stack([theirs.action_space.sample() for _ in range(E)])
+        (obs_a, rew_a, done_a, infos_a), (obs_b, rew_b, done_b, infos_b) = ours.step(action), theirs.step(action)
+        assert_same(dict(obs_a), dict(obs_b), f"step {t} obs")
+        assert_same(rew_a, rew_b, f"step {t} reward")
+        assert_same(done_a, done_b, f"step {t} dones")
+        for a_info, b_info in zip(infos_a, infos_b):
+            assert list(a_info) == list(b_info)
+            if "terminal_observation" in b_info:
+                assert_same(a_info["terminal_observation"], dict(b_info["terminal_observation"]), "terminal_observation")
+                finals += 1
+    assert finals >= 2
+    ours.close(), theirs.close()
+
+
+def test_sb3_refuses_dict_actions():
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra")
+    from marl_vec.compat import SB3VecEnv
+
+    venv = mv.DummyVecEnv([cartpole_dict_action])
+    with pytest.raises(ValueError, match="is a Dict/Tuple; SB3 takes Box, Discrete, MultiDiscrete or MultiBinary actions"):
+        SB3VecEnv(venv)
+    venv.close()
+
+
+def test_sb3_ppo_multi_input_policy_learns_bit_for_bit_what_it_learns_on_sb3_dummy_vec_env():
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra")
+    torch = pytest.importorskip("torch", reason="the examples extra")
+    from stable_baselines3 import PPO
+
+    def parameters(env: Any) -> list[np.ndarray]:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:  # Dict observations, MultiDiscrete actions: 4 envs x 64 steps x 2 rollouts
+            model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=2, seed=0, device="cpu")
+            model.learn(total_timesteps=512)
+            return [p.detach().numpy().copy() for p in model.policy.parameters()]
+        finally:
+            torch.set_num_threads(threads)
+            env.close()
+
+    ours, theirs = sb3_pair(cartpole_dict_obs_multidiscrete_action, n=4)
+    mine, reference = parameters(ours), parameters(theirs)
+    assert len(mine) == len(reference)
+    for a, b in zip(mine, reference):
+        np.testing.assert_array_equal(a, b)

@@ -89,8 +89,8 @@ class SB3VecEnv(SB3BaseVecEnv):
                 f"SB3VecEnv: action space {native_action} is a Dict/Tuple; SB3 takes Box, Discrete, "
                 "MultiDiscrete or MultiBinary actions"
             )
-        start = int(getattr(native_action, "start", 0))
-        if start:
+        start = np.asarray(getattr(native_action, "start", 0))  # Discrete: a scalar, MultiDiscrete: one per axis
+        if start.any():
             raise ValueError(f"SB3VecEnv: action space {native_action} starts at {start}; SB3 needs 0")
         observation_space = observation_space_of(spec, _attr_or_none(venv, "observation_space", [0])[0])
         super().__init__(venv.num_envs, observation_space, native_action)
