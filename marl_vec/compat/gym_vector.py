@@ -3,14 +3,18 @@
 The face behaves as gymnasium's ``SyncVectorEnv`` over the same envs, seeds and
 actions, on any backend (dummy, subproc, ray):
 
-- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed;
+- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed
+  (leaf by leaf for Dict / Tuple observations, which come as gymnasium batches them);
   ``reward`` (E,) in the VecEnv's reward dtype, passed through unconverted.
+- Actions of every space the core takes (Discrete, Box, MultiDiscrete, MultiBinary,
+  Dict / Tuple of those) as ``action_space.sample()`` gives them.
 - Spaces are the sub-envs' own: ``single_action_space`` is env 0's action space
   object (in this process; a copy from a worker), and ``action_space`` is batched
   from it, so ``action_space.sample()`` draws as ``SyncVectorEnv``'s does. Sub-envs
   whose observation or action spaces differ are refused with ``RuntimeError``.
 - Infos exactly as ``SyncVectorEnv``: the envs' own keys with ``_key`` masks;
-  same_step: ``infos["final_obs"]``/``infos["final_info"]`` where an episode ended,
+  same_step: ``infos["final_obs"]``/``infos["final_info"]`` where an episode ended
+  (each final observation in the env's own structure: Python ints for Discrete leaves),
   the top level then holding the reset's info. Nothing is added unless
   ``episode_info=True``: then marl_vec's summary ``{"r", "l", ...family stats}``
   is put in ``infos["episode"]`` where an episode ended and the env did not

@@ -13,6 +13,9 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
   face was made, rounded to 6 (``monitor=False``: no ``"episode"`` added; an env
   wrapped in its own Monitor keeps its own, whatever this option);
 - rewards float32 and dones bool, as SB3's DummyVecEnv;
+- Dict observations (a dict of (E, ...) arrays, for SB3's ``MultiInputPolicy``) and
+  MultiDiscrete / MultiBinary actions as SB3 gives them; Dict / Tuple actions,
+  which SB3 does not take, are refused with ``ValueError``;
 - ``seed(seed)`` seeds the next ``reset()`` (env i with ``seed + i``);
   ``get_attr``/``set_attr``/``env_method`` reach through gymnasium wrappers;
   ``env_is_wrapped`` looks at each env's wrapper chain.
