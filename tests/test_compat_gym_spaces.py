@@ -201,6 +201,27 @@ def test_bad_actions_raise_what_sync_vector_env_raises(fn):
     ours.close(), theirs.close()
 
 
+def test_discrete_actions_reach_the_env_in_the_spaces_dtype_and_numbering():
+    space = Discrete(2, start=1, dtype=np.int32)  # contains() refuses an np.int64 action
+    seen: dict[str, list] = {"face": [], "sync": []}
+
+    def make(key: str) -> Callable[[], gym.Env]:
+        def record(a: Any) -> int:
+            seen[key].append(a)
+            return int(a) - 1
+        return lambda: TransformAction(gym.make("CartPole-v1"), record, space)
+
+    ours = GymVectorEnv(mv.DummyVecEnv([make("face")] * E, env_seed=None))
+    theirs = gym.vector.SyncVectorEnv([make("sync")] * E)
+    ours.reset(seed=0), theirs.reset(seed=0)
+    for action in np.array([[1, 2, 1], [2, 2, 1], [1, 1, 2]], np.int32):
+        for a, b in zip(ours.step(action), theirs.step(action)):
+            assert_same(a, b)
+    assert [(type(a), int(a)) for a in seen["face"]] == [(type(b), int(b)) for b in seen["sync"]]
+    assert all(a in space and type(a) is np.int32 for a in seen["face"])
+    ours.close(), theirs.close()
+
+
 # -- BatchOfOne --------------------------------------------------------------------------------
 
 def test_batch_of_one_with_a_nested_dict_env_equals_sync_vector_env_of_one():
