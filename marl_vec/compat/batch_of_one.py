@@ -74,17 +74,20 @@ class BatchOfOne(gymnasium.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step with ``actions`` of shape ``(1, *action_shape)``; resets instead after an end."""
-        leading = len(actions) if hasattr(actions, "__len__") else None
-        if leading != 1:
+        try:  # gymnasium's own unbatching: Dict / Tuple actions are a tree of (1, ...) leaves
+            items = list(iterate(self.action_space, actions))
+        except (TypeError, ValueError, KeyError, IndexError):
+            items = []
+        if len(items) != 1:
             raise ValueError(
-                f"BatchOfOne takes a batch of one action (leading axis of size 1, e.g. np.array([a])), got {actions!r}"
+                f"BatchOfOne takes a batch of one action (leading axis of size 1, e.g. np.array([a]); "
+                f"for Dict / Tuple actions on every leaf), got {actions!r}"
             )
         if self._autoreset:
             obs, info = self.env.reset()
             self._reward[0], self._terminated[0], self._truncated[0] = 0.0, False, False
         else:
-            action = next(iter(iterate(self.action_space, actions)))
-            obs, reward, terminated, truncated, info = self.env.step(action)
+            obs, reward, terminated, truncated, info = self.env.step(items[0])
             self._reward[0], self._terminated[0], self._truncated[0] = reward, terminated, truncated
         self._autoreset = bool(self._terminated[0] or self._truncated[0])
         return (

@@ -3,14 +3,18 @@
 The face behaves as gymnasium's ``SyncVectorEnv`` over the same envs, seeds and
 actions, on any backend (dummy, subproc, ray):
 
-- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed;
+- ``obs`` (E, *obs_shape), ``terminated``/``truncated`` (E,) bool: the agent axis squeezed
+  (leaf by leaf for Dict / Tuple observations, which come as gymnasium batches them);
   ``reward`` (E,) in the VecEnv's reward dtype, passed through unconverted.
+- Actions of every space the core takes (Discrete, Box, MultiDiscrete, MultiBinary,
+  Dict / Tuple of those) as ``action_space.sample()`` gives them.
 - Spaces are the sub-envs' own: ``single_action_space`` is env 0's action space
   object (in this process; a copy from a worker), and ``action_space`` is batched
   from it, so ``action_space.sample()`` draws as ``SyncVectorEnv``'s does. Sub-envs
   whose observation or action spaces differ are refused with ``RuntimeError``.
 - Infos exactly as ``SyncVectorEnv``: the envs' own keys with ``_key`` masks;
-  same_step: ``infos["final_obs"]``/``infos["final_info"]`` where an episode ended,
+  same_step: ``infos["final_obs"]``/``infos["final_info"]`` where an episode ended
+  (each final observation in the env's own structure: Python ints for Discrete leaves),
   the top level then holding the reset's info. Nothing is added unless
   ``episode_info=True``: then marl_vec's summary ``{"r", "l", ...family stats}``
   is put in ``infos["episode"]`` where an episode ended and the env did not
@@ -42,16 +46,17 @@ Example:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
+from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
+from marl_vec import spaces
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import ENV_EPISODE_KEY
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.spec import EnvSpec, TreeAction
 from marl_vec.vec.base import VecEnv
 
 # marl_vec autoreset mode -> gymnasium's. one_episode has no gymnasium equivalent.
@@ -160,9 +165,11 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         venv.validate = False
         self._keeps_final = venv.autoreset.keeps_final
         self._discrete = spec.discrete
+        self._tree_actions = isinstance(spec.action, TreeAction)
         self._action_shape = (self.num_envs, *spec.action_shape)
         self._venv_action_shape = (self.num_envs, 1, *spec.action_shape)
-        self._final_obs_as_int = isinstance(self.single_observation_space, gymnasium.spaces.Discrete)
+        self._obs_is_tree = spec.obs_is_tree
+        self._obs_space_of_venv = spec.single_agent_observation_space  # the structure of r.obs
         self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
 
     # -- gymnasium API ------------------------------------------------------------
@@ -220,7 +227,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         for i in sorted(env_infos):
             if env_infos[i]:
                 infos = self._add_info(infos, env_infos[i], i)
-        return r.obs[:, 0], infos
+        return agent_zero(r.obs), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         r = self.venv.step(self._venv_actions(actions))
@@ -232,8 +239,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             summary = info.get("episode")
             env_info = _env_info(info)
             if self._keeps_final and done[i]:
-                final_obs = cast(np.ndarray, r.final_obs)[i, 0]
-                final_obs = final_obs.item() if self._final_obs_as_int else (final_obs if self.venv.copy else final_obs.copy())
+                final_obs = final_obs_of(self._obs_space_of_venv, r.final_obs, i, copy=not self.venv.copy)
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": env_info}, i)
                 env_info = info.get("reset_info", {})
             if env_info:
@@ -243,7 +249,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         reward, terminated, truncated = r.reward[:, 0], r.terminated[:, 0], r.truncated[:, 0]
         if self._copy_flags:
             reward, terminated, truncated = reward.copy(), terminated.copy(), truncated.copy()
-        return r.obs[:, 0], reward, terminated, truncated, infos
+        return agent_zero(r.obs), reward, terminated, truncated, infos
 
     def render(self) -> tuple[Any, ...]:
         return tuple(self.venv.render())
@@ -273,8 +279,10 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     # -- translation ------------------------------------------------------------
 
-    def _venv_actions(self, actions: Any) -> np.ndarray:
+    def _venv_actions(self, actions: Any) -> Any:
         """``actions`` as the VecEnv's (E, 1, *action_shape), checked as SyncVectorEnv checks them."""
+        if self._tree_actions:
+            return self._venv_tree_actions(actions)
         if not (isinstance(actions, np.ndarray) and actions.shape == self._action_shape):
             # SyncVectorEnv iterates over the batched space: the same TypeError for a
             # non-iterable, and one action per env (its zip(strict=True) raises ValueError).
@@ -293,6 +301,20 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
                 )
         return actions.reshape(self._venv_action_shape)
 
+    def _venv_tree_actions(self, actions: Any) -> Any:
+        """Dict/Tuple actions (a tree of (E, *leaf_shape) arrays, as ``action_space.sample()``)
+        as the VecEnv's tree of (E, 1, *leaf_shape) views."""
+        n = self.num_envs
+        batched = _batched_leaves(self.single_action_space, actions, n)
+        if batched is None:
+            # Anything else (e.g. a list of per-env dicts) goes through gymnasium's own
+            # iterate, for SyncVectorEnv's TypeError / ValueError, then is batched.
+            items = list(iterate(self.action_space, actions))
+            if len(items) != n:
+                raise ValueError(f"expected {n} actions (one per env), got {len(items)}")
+            batched = concatenate(self.single_action_space, items, create_empty_array(self.single_action_space, n))
+        return spaces.tree_map(lambda a: a.reshape(n, 1, *a.shape[1:]), batched)
+
     def _check_reset_mask(self, mask: Any) -> np.ndarray:
         """SyncVectorEnv's checks of ``options["reset_mask"]``, with its exception types."""
         if not isinstance(mask, np.ndarray):
@@ -309,6 +331,51 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         return mask
 
 
+def agent_zero(tree: Any) -> Any:
+    """The agent axis squeezed, leaf by leaf: (E, 1, ...) views -> (E, ...) views."""
+    if isinstance(tree, np.ndarray):
+        return tree[:, 0]
+    return spaces.tree_map(lambda a: a[:, 0], tree)
+
+
+def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool) -> Any:
+    """Env ``env``'s final observation as the env itself returned it (SyncVectorEnv's
+    ``infos["final_obs"][env]``): Python ints for Discrete leaves, dicts / tuples for
+    Dict / Tuple, arrays elsewhere (copied when ``copy``: the buffers are reused).
+
+    Example:
+        >>> space = gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(32), gymnasium.spaces.Box(0, 1, (2,))))
+        >>> final_obs_of(space, (np.array([[7]]), np.zeros((1, 1, 2), np.float32)), 0, copy=False)
+        (7, array([0., 0.], dtype=float32))
+    """
+    if isinstance(space, gymnasium.spaces.Dict):
+        return {key: final_obs_of(child, tree[key], env, copy) for key, child in space.spaces.items()}
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return tuple(final_obs_of(child, tree[i], env, copy) for i, child in enumerate(space.spaces))
+    value = tree[env, 0]
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return value.item()
+    return value.copy() if copy else value
+
+
+def _batched_leaves(space: gymnasium.spaces.Space, actions: Any, n: int) -> Any:
+    """``actions`` as a tree of arrays of ``space``'s structure with ``n`` rows each, or
+    None when it is not one (wrong structure or row count)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        if not isinstance(actions, dict) or set(actions) != set(space.spaces):
+            return None
+        out = {key: _batched_leaves(child, actions[key], n) for key, child in space.spaces.items()}
+        return None if any(v is None for v in out.values()) else out
+    if isinstance(space, gymnasium.spaces.Tuple):
+        if not isinstance(actions, tuple) or len(actions) != len(space.spaces):
+            return None
+        items = tuple(_batched_leaves(child, a, n) for child, a in zip(space.spaces, actions))
+        return None if any(v is None for v in items) else items
+    if not isinstance(actions, np.ndarray) or actions.shape != (n, *(space.shape or ())):
+        return None
+    return actions
+
+
 def _attr_or_none(venv: VecEnv, name: str, indices: list[int] | None = None) -> list[Any]:
     """``venv.get_attr(name)``, or Nones for adapters without it (each backend wraps the error its own way)."""
     n = venv.num_envs if indices is None else len(indices)
@@ -320,6 +387,13 @@ def _attr_or_none(venv: VecEnv, name: str, indices: list[int] | None = None) -> 
 
 def _native_action_space(spec: EnvSpec, native: Any) -> gymnasium.spaces.Space:
     """Env 0's own action space where it is the one the spec was made from, else one made from the spec."""
+    own = action_space_of(spec)
+    if isinstance(native, gymnasium.spaces.Space) and native == own:
+        return native
+    # gymnasium's MultiBinary compares ``n`` as given: MultiBinary(3) != MultiBinary((3,))
+    if isinstance(native, gymnasium.spaces.MultiBinary) and isinstance(own, gymnasium.spaces.MultiBinary) \
+            and native.shape == own.shape:
+        return native
     if isinstance(native, gymnasium.spaces.Discrete) and spec.discrete and int(native.n) == spec.n_actions:
         return native
     if isinstance(native, gymnasium.spaces.Box) and not spec.discrete and native.shape == spec.action_shape:

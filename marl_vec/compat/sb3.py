@@ -13,6 +13,9 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
   face was made, rounded to 6 (``monitor=False``: no ``"episode"`` added; an env
   wrapped in its own Monitor keeps its own, whatever this option);
 - rewards float32 and dones bool, as SB3's DummyVecEnv;
+- Dict observations (a dict of (E, ...) arrays, for SB3's ``MultiInputPolicy``) and
+  MultiDiscrete / MultiBinary actions as SB3 gives them; Dict / Tuple actions,
+  which SB3 does not take, are refused with ``ValueError``;
 - ``seed(seed)`` seeds the next ``reset()`` (env i with ``seed + i``);
   ``get_attr``/``set_attr``/``env_method`` reach through gymnasium wrappers;
   ``env_is_wrapped`` looks at each env's wrapper chain.
@@ -37,7 +40,15 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from marl_vec.compat.gym_vector import _attr_or_none, _env_info, _native_action_space, observation_space_of
+from marl_vec.compat.gym_vector import (
+    _attr_or_none,
+    _env_info,
+    _native_action_space,
+    agent_zero,
+    final_obs_of,
+    observation_space_of,
+)
+from marl_vec.spec import TreeAction
 from marl_vec.vec.base import VecEnv as MarlVecEnv
 from marl_vec.vec.dummy import DummyVecEnv as MarlDummyVecEnv
 
@@ -76,13 +87,18 @@ class SB3VecEnv(SB3BaseVecEnv):
         self.venv = venv
         self.monitor = monitor
         native_action = _native_action_space(spec, _attr_or_none(venv, "action_space", [0])[0])
-        start = int(getattr(native_action, "start", 0))
-        if start:
+        if isinstance(spec.action, TreeAction):
+            raise ValueError(
+                f"SB3VecEnv: action space {native_action} is a Dict/Tuple; SB3 takes Box, Discrete, "
+                "MultiDiscrete or MultiBinary actions"
+            )
+        start = np.asarray(getattr(native_action, "start", 0))  # Discrete: a scalar, MultiDiscrete: one per axis
+        if start.any():
             raise ValueError(f"SB3VecEnv: action space {native_action} starts at {start}; SB3 needs 0")
         observation_space = observation_space_of(spec, _attr_or_none(venv, "observation_space", [0])[0])
         super().__init__(venv.num_envs, observation_space, native_action)
         self._action_shape = (venv.num_envs, 1, *spec.action_shape)
-        self._final_obs_as_int = isinstance(observation_space, gymnasium.spaces.Discrete)
+        self._obs_space_of_venv = spec.single_agent_observation_space  # the structure of r.obs
         self._t_start = time.time()
         self._actions: np.ndarray | None = None
 
@@ -103,7 +119,7 @@ class SB3VecEnv(SB3BaseVecEnv):
         assert r is not None
         self._reset_seeds()
         self._reset_options()
-        return r.obs[:, 0]
+        return agent_zero(r.obs)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions).reshape(self._action_shape)
@@ -122,11 +138,11 @@ class SB3VecEnv(SB3BaseVecEnv):
                 out["episode"] = self._monitor_episode(info["episode"])
             out["TimeLimit.truncated"] = bool(truncated[i]) and not bool(terminated[i])
             if done:
-                final = r.final_obs[i, 0]  # type: ignore[index]  # same_step: final_obs is set
-                out["terminal_observation"] = final.item() if self._final_obs_as_int else np.array(final)
+                # as the env returned it (SB3's DummyVecEnv keeps the env's own object)
+                out["terminal_observation"] = final_obs_of(self._obs_space_of_venv, r.final_obs, i, copy=True)
                 self.reset_infos[i] = info.get("reset_info", {})
             infos.append(out)
-        return r.obs[:, 0], r.reward[:, 0].astype(np.float32), r.done.copy(), infos
+        return agent_zero(r.obs), r.reward[:, 0].astype(np.float32), r.done.copy(), infos
 
     def close(self) -> None:
         self.venv.close()

@@ -33,7 +33,7 @@ ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dic
 def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
     """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported."""
     if isinstance(space, gym.spaces.Discrete):
-        return DiscreteAction(int(space.n), np.dtype(np.int64), int(space.start))
+        return DiscreteAction(int(space.n), np.dtype(space.dtype), int(space.start))
     if isinstance(space, gym.spaces.Box):
         return ContinuousAction(
             shape=tuple(space.shape),
