@@ -37,14 +37,14 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     layout = [
         ("actions", (E, A, *spec.action_shape), spec.action.dtype),
         ("obs", (E, A, *spec.obs_shape), spec.obs_dtype),
-        *([] if spec.state_is_obs else [("state", (E, *spec.state_shape), spec.state_dtype)]),
+        *([] if spec.state_is_obs or not spec.has_state else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
         ("reward", (E, A), np.dtype(np.float32)),
         ("terminated", (E, A), np.dtype(bool)),
         ("truncated", (E, A), np.dtype(bool)),
         ("done", (E,), np.dtype(bool)),
         ("final_obs", (E, A, *spec.obs_shape), spec.obs_dtype),
-        *([] if spec.state_is_obs else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
+        *([] if spec.state_is_obs or not spec.has_state else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
     ]
     if spec.discrete:
         n = spec.n_actions
@@ -69,13 +69,14 @@ def _layout_offsets(layout: list[tuple[str, tuple[int, ...], np.dtype]]) -> tupl
 class RowViews:
     """One env's views into the batch arrays; what an adapter writes into.
 
-    ``avail_actions`` is None for continuous actions. :meth:`BatchBuffers.block`
+    ``avail_actions`` is None for continuous actions, ``state`` None when the batch
+    keeps no state (``spec.has_state`` False). :meth:`BatchBuffers.block`
     returns the same fields for a range of envs, with their leading env axis.
     """
 
     actions: np.ndarray
     obs: np.ndarray
-    state: np.ndarray
+    state: np.ndarray | None
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -96,14 +97,14 @@ class BatchBuffers:
 
     actions: np.ndarray
     obs: np.ndarray
-    state: np.ndarray
+    state: np.ndarray | None  # None: spec.has_state False
     agent_mask: np.ndarray
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
     done: np.ndarray
     final_obs: np.ndarray
-    final_state: np.ndarray
+    final_state: np.ndarray | None
     avail_actions: np.ndarray | None
     final_avail_actions: np.ndarray | None
 
@@ -123,6 +124,7 @@ class BatchBuffers:
             self._owner = True
         self.avail_actions = None
         self.final_avail_actions = None
+        self.state = self.final_state = None
         for (name, shape, dtype), offset in zip(self.layout, offsets):
             if self._shm is not None:
                 array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf, offset=offset)
@@ -149,7 +151,7 @@ class BatchBuffers:
         return RowViews(
             actions=self.actions[i],
             obs=self.obs[i],
-            state=self.state[i, ...],  # a 0-d view, not a scalar, when the state is a scalar
+            state=None if self.state is None else self.state[i, ...],  # a 0-d view, not a scalar, for a scalar state
             avail_actions=None if self.avail_actions is None else self.avail_actions[i],
             agent_mask=self.agent_mask[i],
             reward=self.reward[i],
@@ -170,7 +172,7 @@ class BatchBuffers:
         return RowViews(
             actions=self.actions[start:stop],
             obs=self.obs[start:stop],
-            state=self.state[start:stop],
+            state=None if self.state is None else self.state[start:stop],
             avail_actions=None if self.avail_actions is None else self.avail_actions[start:stop],
             agent_mask=self.agent_mask[start:stop],
             reward=self.reward[start:stop],

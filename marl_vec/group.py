@@ -121,7 +121,7 @@ class EnvGroup:
         first, last = start - row_offset, stop - row_offset
         self._rows = buffers.rows(first, last)
         for adapter, row in zip(self.adapters, self._rows):
-            adapter.bind(row)
+            adapter.bind(adapter.own_row(row))
         # Group-wide views: one numpy call covers all k envs.
         self._block = buffers.block(first, last)
         self.actions = self._block.actions
@@ -135,7 +135,7 @@ class EnvGroup:
         # same_step, fast: each env's (final_*, current) row pairs of the fields kept at
         # an episode's end (final_state is final_obs's memory where the state is the
         # observations). A masked copy over the whole group would cost more.
-        names = ["obs", *([] if self._state_is_obs else ["state"]),
+        names = ["obs", *([] if self._state_is_obs or buffers.state is None else ["state"]),
                  *([] if buffers.avail_actions is None else ["avail_actions"])]
         self._final_rows = [
             [(getattr(buffers, "final_" + name)[g, ...], getattr(buffers, name)[g, ...]) for name in names]
@@ -384,7 +384,7 @@ class EnvGroup:
             try:
                 adapter = as_adapter(self.env_fns[j]())
                 self.buffers.spec.check_same(adapter.spec, self.start + j)
-                adapter.bind(self._rows[j])
+                adapter.bind(adapter.own_row(self._rows[j]))
             except Exception as build_exc:
                 if not self._may_restart(j, build_exc, "rebuild"):
                     raise

@@ -88,6 +88,8 @@ class EnvSpec:
         actions_padded: True when some agents have fewer native actions than ``n_actions``
             (the extra ones are always unavailable).
         stats: names of the family statistics reported in ``infos[i]["episode"]``.
+        has_state: False when the batch keeps no state (``state="none"``): ``state_shape``
+            is ``(0,)``, no state array exists and ``StepResult.state`` is None.
     """
 
     agents: tuple[str, ...]
@@ -106,6 +108,7 @@ class EnvSpec:
     # observation). The buffers then share one array for both, so adapters write
     # only observations and the state costs nothing.
     state_is_obs: bool = False
+    has_state: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
@@ -120,6 +123,8 @@ class EnvSpec:
             or self.state_dtype != self.obs_dtype
         ):
             raise ValueError("state_is_obs needs a state of the observations' dtype and of n_agents times their size")
+        if not self.has_state and (self.state_shape != (0,) or self.state_is_obs):
+            raise ValueError("a spec without state (has_state=False) has state_shape (0,) and state_is_obs False")
         if len(set(self.agents)) != len(self.agents):
             raise ValueError(f"EnvSpec agent ids must be unique, got {self.agents}")
 
@@ -160,7 +165,7 @@ class EnvSpec:
         lines = [
             f"agents         {self.n_agents}: {', '.join(self.agents)}",
             f"obs            {self.obs_shape} {self.obs_dtype}" + ("  (zero-padded)" if self.obs_padded else ""),
-            f"state          {self.state_shape} {self.state_dtype}",
+            f"state          {self.state_shape} {self.state_dtype}" if self.has_state else "state          none",
             f"action         {action}" + ("  (padded; extra actions unavailable)" if self.actions_padded else ""),
             f"episode_limit  {self.episode_limit}",
         ]
@@ -170,7 +175,7 @@ class EnvSpec:
 
     def check_same(self, other: EnvSpec, index: int) -> None:
         """All envs of a batch must share one spec; say how env ``index`` differs."""
-        for name in ("agents", "obs_shape", "obs_dtype", "state_shape", "state_dtype", "action"):
+        for name in ("agents", "obs_shape", "obs_dtype", "has_state", "state_shape", "state_dtype", "action"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine != theirs:
                 raise ValueError(

@@ -9,18 +9,30 @@ Conventions (see README.md, "PettingZoo"):
 - Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
   ``infos[agent]["action_mask"]`` (looked for in the infos of each episode's reset and
   first step); otherwise every native action is available.
-- State: ``env.state()`` where the env has a ``state_space``, else the agents'
-  (padded) observations concatenated, sharing memory with ``obs`` (free). mpe2's
-  ``state()`` is defined as that concatenation, so for mpe2 envs with unpadded
-  observations the adapter uses the observations it already has.
-- An agent that leaves ``env.agents`` is dead from then on: mask False, zero
-  observation and reward, only action 0 available (SMAC's no-op rule); its
-  terminated/truncated flags stay as the env last said. At the step it leaves, its
-  last reward, flags and observation are written.
+- State (``state=``, see :mod:`marl_vec.state`): ``auto`` is ``env.state()`` where
+  the env has a ``state_space``, else the agents' (padded) observations
+  concatenated, sharing memory with ``obs`` (free). mpe2's ``state()`` is defined
+  as that concatenation, so for mpe2 envs with unpadded observations the adapter
+  uses the observations it already has. Where ``state()`` raises under ``auto``
+  (multiwalker after a walker fell, magent2 when a team is empty), the state row
+  is zeros on that step and the info says ``state_unavailable``; a warning names
+  the env and the error once per process.
+- An agent that leaves ``env.agents`` is dead: mask False, zero observation and
+  reward, only action 0 available (SMAC's no-op rule); its terminated/truncated
+  flags stay as the env last said. At the step it leaves, its last reward, flags
+  and observation are written. An agent that re-enters ``env.agents`` (respawn)
+  is alive again with clear flags, so ``done`` is True exactly when ``env.agents``
+  is empty.
+
+Speed: results are written with array operations over the agents the env
+reported (index arrays rebuilt only when that set of agents changes); per-agent
+Python is left only in building the action dict the env takes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from typing import Any, cast
 
 import gymnasium as gym
@@ -64,6 +76,41 @@ def _state_is_concatenated_obs(env: Any) -> bool:
     return isinstance(unwrapped, SimpleEnv) and type(unwrapped).state is SimpleEnv.state
 
 
+def _packed_dtype(array: np.ndarray) -> np.dtype | None:
+    """A void dtype covering ``array``'s last axis, where copying it as such is faster.
+
+    Pixel arrays from pygame envs (pistonball, cooperative_pong) are transposed
+    views whose 3 colour bytes are contiguous: numpy copies them a byte at a time,
+    with a cache miss on nearly every one. Viewed as one 3-byte item per pixel the
+    same copy moves three times fewer items, 2-3x faster. None where this does not
+    apply (C-contiguous arrays copy fast already).
+    """
+    if array.ndim < 2 or array.flags.c_contiguous or array.strides[-1] != array.itemsize:
+        return None
+    size = array.shape[-1] * array.itemsize
+    return np.dtype(f"V{size}") if 1 < size <= 16 else None
+
+
+def _assign(dst: np.ndarray, src: Any, packed: np.dtype | None) -> None:
+    """``dst[...] = src``; with ``packed``, as items of that dtype (see _packed_dtype)."""
+    if packed is not None and isinstance(src, np.ndarray) and src.dtype == dst.dtype and src.shape == dst.shape:
+        try:
+            dst.view(packed)[...] = src.view(packed)
+            return
+        except ValueError:  # this array's last axis is not contiguous after all
+            pass
+    dst[...] = src
+
+
+class StateUnavailableError(RuntimeError):
+    """``state='env'`` was asked and the env's ``state()`` raised."""
+
+
+# Env names (and errors) already warned about in this process: the fallback of
+# ``state='auto'`` warns once, not at every step of every copy.
+_warned_state: set[tuple[str, str]] = set()
+
+
 class PettingZooAdapter(NativeEnvAdapter):
     """Wraps a PettingZoo ``ParallelEnv``."""
 
@@ -71,6 +118,7 @@ class PettingZooAdapter(NativeEnvAdapter):
         self.env = env
         self.agent_ids = tuple(env.possible_agents)
         name = env.metadata.get("name", type(env).__name__) if hasattr(env, "metadata") else type(env).__name__
+        self.name = str(name)
         obs_spaces, self._obs_has_mask = [], []
         for agent in self.agent_ids:
             inner, has_mask = _inner_obs_space(env.observation_space(agent))
@@ -96,6 +144,7 @@ class PettingZooAdapter(NativeEnvAdapter):
         obs_padded = any(s != obs_shape for s in self._obs_native_shapes)
 
         action_specs = [action_spec_of(env.action_space(agent), f"{name}, agent {agent!r}") for agent in self.agent_ids]
+        self._action_starts = [0] * len(self.agent_ids)
         if all(isinstance(a, DiscreteAction) for a in action_specs):
             self._n_native = [a.n_actions for a in action_specs if isinstance(a, DiscreteAction)]  # all of them
             self._action_starts = [int(getattr(env.action_space(a), "start", 0)) for a in self.agent_ids]
@@ -109,26 +158,23 @@ class PettingZooAdapter(NativeEnvAdapter):
         else:
             raise TypeError(f"{name}: agents mix Discrete and Box action spaces; marl_vec needs one kind")
 
+        self._env_state = self._env_has_state(env)
         # Where the env's state is its agents' observations concatenated, take the
         # observations already written instead of computing them twice.
-        self._has_state = self._env_has_state(env) and not (_state_is_concatenated_obs(env) and not obs_padded)
-        if self._has_state:
-            state_space = env.state_space
-            state_shape, state_dtype = tuple(state_space.shape), np.dtype(state_space.dtype)
-        else:
-            state_shape, state_dtype = (len(self.agent_ids) * int(np.prod(obs_shape)),), obs_dtype
+        self._state_from_obs = _state_is_concatenated_obs(env) and not obs_padded
         self.spec = EnvSpec(
             agents=self.agent_ids,
             obs_shape=obs_shape,
             obs_dtype=obs_dtype,
-            state_shape=state_shape,
-            state_dtype=state_dtype,
+            state_shape=(0,),
+            state_dtype=obs_dtype,
             action=action,
             episode_limit=_episode_limit(env),
             obs_padded=obs_padded,
             actions_padded=actions_padded,
-            state_is_obs=not self._has_state,
+            has_state=False,
         )
+        self.use_state("auto")
 
     @staticmethod
     def _env_has_state(env: Any) -> bool:
@@ -137,6 +183,32 @@ class PettingZooAdapter(NativeEnvAdapter):
         except (AttributeError, NotImplementedError):
             return False
         return space is not None and getattr(space, "shape", None) is not None
+
+    def use_state(self, mode: str) -> None:
+        """``auto``/``env``: ``env.state()`` (``env`` refuses an env without one);
+        ``concat``: the observations; ``none``: nothing. See :mod:`marl_vec.state`."""
+        if mode not in ("auto", "env", "concat", "none"):
+            raise ValueError(f"unknown state mode {mode!r}; allowed: auto, env, concat, none")
+        if mode == "env" and not self._env_state:
+            raise ValueError(
+                f"state='env': {self.name} has no state_space, so no state() of its own; "
+                "allowed here: auto, concat (the agents' observations concatenated), none"
+            )
+        self._state_mode = mode
+        spec = self.spec
+        # Whether step and reset call env.state().
+        self._call_state = mode in ("auto", "env") and self._env_state and not self._state_from_obs
+        if mode == "none":
+            self.spec = dataclasses.replace(spec, state_shape=(0,), state_dtype=spec.obs_dtype,
+                                            state_is_obs=False, has_state=False)
+        elif self._call_state:
+            space = self.env.state_space
+            self.spec = dataclasses.replace(spec, state_shape=tuple(space.shape), state_dtype=np.dtype(space.dtype),
+                                            state_is_obs=False, has_state=True)
+        else:
+            size = len(self.agent_ids) * int(np.prod(spec.obs_shape))
+            self.spec = dataclasses.replace(spec, state_shape=(size,), state_dtype=spec.obs_dtype,
+                                            state_is_obs=True, has_state=True)
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -148,60 +220,161 @@ class PettingZooAdapter(NativeEnvAdapter):
             else:
                 self._obs_views.append(row.obs[i][tuple(slice(0, d) for d in shape)])
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
-        # The agents alive after the last reset or step. Reading `env.agents` goes
-        # through several wrapper __getattr__ calls, so it is read once per step.
-        self._live: list[str] | None = None
+        A = len(self.agent_ids)
+        shape = self.spec.obs_shape
+        # Observations go in with one concatenate call when every agent's observation
+        # has the row's shape and is a plain array (no action-mask dict): into the row
+        # itself when all agents reported, else into a scratch and then scattered.
+        self._obs_by_array = not self.spec.obs_padded and not any(self._obs_has_mask) and len(shape) >= 1
+        if self._obs_by_array:
+            flat = (A * shape[0], *shape[1:])
+            self._obs_rows_flat = row.obs.reshape(flat)  # the row's memory: it is contiguous
+            self._scratch = np.zeros_like(row.obs)
+            self._scratch_flat = self._scratch.reshape(flat)
+        # The agents alive after the last reset or step (env.agents, read once per
+        # step: it goes through several wrapper __getattr__ calls), their indices.
+        self._live: list[str] = []
+        self._live_idx: list[int] = []
+        self._live_array = np.zeros(0, dtype=np.intp)
+        self._all_alive = False
+        # The agents of the last observation dict, and their indices.
+        self._obs_keys: list[str] | None = None
+        self._obs_idx = np.zeros(0, dtype=np.intp)
+        self._obs_all = False
+        # Packed dtypes (see _packed_dtype) of observations and state: False until
+        # the first one is seen, then None or the dtype.
+        self._obs_packed: np.dtype | None | bool = False
+        self._state_packed: np.dtype | None | bool = False
         # Whether the env gives action masks at all; without them, available actions
         # change only when agents die.
         self._env_masks = any(self._obs_has_mask)
-        # The common case, stepped with few Python operations (see `step`): every
-        # agent alive and listed in possible_agents order (set by `_write`), and our
-        # actions are the env's as they are (no Discrete start to add).
         self._agent_list = list(self.agent_ids)
-        self._all_alive = False
         self._discrete = self.spec.discrete
-        self._actions_as_given = not self._discrete or not any(self._action_starts)
+        self._starts = None
+        if self._discrete and any(self._action_starts):
+            self._starts = np.asarray(self._action_starts, dtype=np.int64)
+            self._started = np.zeros(A, dtype=np.int64)
+        if self._discrete:
+            # Each agent's native actions (padded ones never available), for rows of live agents.
+            self._avail_live = np.zeros((A, cast(int, self.spec.n_actions)), dtype=bool)
+            for i, n in enumerate(self._n_native):
+                self._avail_live[i, :n] = True
 
     # -- writing results ----------------------------------------------------------
 
-    def _write(self, obs: dict, infos: dict, live: list[str]) -> None:
-        row, index = self.row, self._index
-        if len(obs) < len(self.agent_ids):
-            row.obs.fill(0)
-        # Every agent the env still reports on gets its observation, also at the
-        # step it leaves (its last one); only agents still in `agents` are alive.
+    def _indices(self, agents: list[str]) -> np.ndarray:
+        index = self._index
+        return np.fromiter((index[a] for a in agents), dtype=np.intp, count=len(agents))
+
+    def _write_obs(self, obs: dict) -> None:
+        """Every agent the env reports on gets its observation (also at the step it
+        leaves: its last one); the others' rows are zero."""
+        row = self.row
+        keys = list(obs)
+        if keys != self._obs_keys:
+            self._obs_keys = keys
+            self._obs_idx = self._indices(keys)
+            self._obs_all = keys == self._agent_list
+            if not self._obs_all:
+                row.obs.fill(0)  # rows of agents not reported stay zero until the set changes
+        if self._obs_by_array and keys:
+            values = list(obs.values())
+            if self._obs_packed is False:  # the first observation: look at its layout once
+                first = values[0]
+                same = isinstance(first, np.ndarray) and first.dtype == row.obs.dtype
+                self._obs_packed = _packed_dtype(first) if same else None
+            out = self._obs_rows_flat if self._obs_all else self._scratch_flat[: len(keys) * self.spec.obs_shape[0]]
+            packed = self._obs_packed
+            if packed is None or not self._concatenate_packed(values, out, packed):
+                np.concatenate(values, axis=0, out=out, casting="unsafe")
+            if not self._obs_all:
+                row.obs[self._obs_idx] = self._scratch[: len(keys)]
+            return
+        index, views, has_mask = self._index, self._obs_views, self._obs_has_mask
         for agent, ob in obs.items():
             i = index[agent]
-            self._obs_views[i][...] = ob["observation"] if self._obs_has_mask[i] else ob
-        live_changed = live != self._live
-        if live_changed:
-            self._live = list(live)
-            self._all_alive = self._live == self._agent_list
-            row.agent_mask.fill(False)
-            for agent in live:
-                row.agent_mask[index[agent]] = True
+            views[i][...] = ob["observation"] if has_mask[i] else ob
+
+    @staticmethod
+    def _concatenate_packed(values: list, out: np.ndarray, packed: np.dtype) -> bool:
+        """Concatenate ``values`` as packed items (see _packed_dtype); False where one
+        does not fit that view (the caller then concatenates them as they are)."""
+        try:
+            np.concatenate([v.view(packed) for v in values], axis=0, out=out.view(packed))
+        except (ValueError, TypeError, AttributeError):  # a value of another layout or type
+            return False
+        return True
+
+    def _set_live(self, live: list[str]) -> None:
+        """``live`` differs from the last step's: mask and (without env masks) availability."""
+        row = self.row
+        self._live = list(live)
+        self._all_alive = self._live == self._agent_list
+        self._live_idx = [self._index[a] for a in live]
+        self._live_array = np.asarray(self._live_idx, dtype=np.intp)
+        row.agent_mask.fill(False)
+        row.agent_mask[self._live_array] = True
         avail = row.avail_actions
-        if avail is not None and (live_changed or self._env_masks):
+        if avail is not None and not self._env_masks:
             avail.fill(False)
             avail[:, 0] = True  # dead agents may only take the no-op
-            for agent in live:
-                i = index[agent]
-                mask = None
-                if self._obs_has_mask[i] and agent in obs:
-                    mask = obs[agent]["action_mask"]
-                else:
-                    info = infos.get(agent)
-                    mask = info.get("action_mask") if info else None
-                n = self._n_native[i]
-                avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
-        if self._has_state:
-            row.state[...] = self.env.state()
-        # else: the buffers' state is these observations (spec.state_is_obs)
+            avail[self._live_array] = self._avail_live[self._live_array]
+
+    def _write_env_masks(self, obs: dict, infos: dict) -> None:
+        avail = self.row.avail_actions
+        assert avail is not None  # env masks exist for discrete actions only
+        avail.fill(False)
+        avail[:, 0] = True
+        for agent in self._live:
+            i = self._index[agent]
+            mask = None
+            if self._obs_has_mask[i] and agent in obs:
+                mask = obs[agent]["action_mask"]
+            else:
+                info = infos.get(agent)
+                mask = info.get("action_mask") if info else None
+            n = self._n_native[i]
+            avail[i, :n] = True if mask is None else np.asarray(mask, dtype=bool)[:n]
+
+    def _write_state(self) -> bool:
+        """``env.state()`` into the row; False (zeros) where it raised under ``auto``."""
+        state = self.row.state
+        assert state is not None  # _call_state implies a state row
+        try:
+            value = self.env.state()
+        except Exception as exc:  # any error of the env's state(): a plain loop never calls it
+            if self._state_mode == "env":
+                raise StateUnavailableError(
+                    f"{self.name}: env.state() raised {type(exc).__name__}: {exc}; state='env' was asked. "
+                    "Use state='auto' (zeros on the steps where state() fails) or state='concat'"
+                ) from exc
+            state.fill(0)
+            key = (self.name, f"{type(exc).__name__}: {exc}")
+            if key not in _warned_state:
+                _warned_state.add(key)
+                warnings.warn(
+                    f"{self.name}: env.state() raised {key[1]}; with state='auto' the state is zeros on the steps "
+                    "where it fails (infos[i]['state_unavailable'] is True). Use state='concat' for the agents' "
+                    "observations, or state='none'.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            return False
+        if self._state_packed is False:  # first state of this adapter: look at its layout once
+            self._state_packed = _packed_dtype(value) if isinstance(value, np.ndarray) else None
+        _assign(state, value, self._state_packed)
+        return True
 
     def _look_for_masks(self, infos: dict | None) -> None:
         """Masks in infos are looked for at the start of each episode, not every step."""
         if not self._env_masks and infos:
             self._env_masks = any("action_mask" in info for info in infos.values() if info)
+
+    def _infos(self, infos: dict | None, state_ok: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"agents": infos} if infos and any(infos.values()) else {}
+        if not state_ok:
+            out["state_unavailable"] = True
+        return out
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, infos = self.env.reset(seed=seed)
@@ -209,66 +382,73 @@ class PettingZooAdapter(NativeEnvAdapter):
         # the step that ended it); the first step of this episode starts afresh.
         self._fresh_episode = True
         self._look_for_masks(infos)
-        self._live = None
-        self._write(obs, infos or {}, list(self.env.agents))
-        return {"agents": infos} if infos and any(infos.values()) else {}
+        self._obs_keys = None
+        self._write_obs(obs)
+        self._set_live(list(self.env.agents))
+        if self._env_masks:
+            self._write_env_masks(obs, infos or {})
+        state_ok = self._write_state() if self._call_state else True
+        return self._infos(infos, state_ok)
+
+    def _native_actions(self, actions: np.ndarray) -> dict[str, Any]:
+        if self._discrete:
+            if self._starts is not None:
+                np.add(actions, self._starts, out=self._started)
+                actions = self._started
+            # Python ints at once: cheaper than indexing numpy per agent.
+            chosen = actions.tolist()
+            if self._all_alive:
+                return dict(zip(self.agent_ids, chosen))
+            return dict(zip(self._live, [chosen[i] for i in self._live_idx]))
+        if self._all_alive:
+            return dict(zip(self.agent_ids, actions))  # row views
+        return dict(zip(self._live, [actions[i] for i in self._live_idx]))
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
-        row, index = self.row, self._index
-        all_alive = self._all_alive
-        if all_alive and self._actions_as_given:
-            # Python ints at once (cheaper than indexing numpy per agent); Box: row views.
-            native = dict(zip(self.agent_ids, actions.tolist() if self._discrete else actions))
-        elif self._discrete:
-            acting = self._live or []
-            starts = self._action_starts
-            chosen = actions.tolist()
-            native = {a: chosen[index[a]] + starts[index[a]] for a in acting}
-        else:
-            native = {a: actions[index[a]] for a in (self._live or [])}
-        obs, rewards, terms, truncs, infos = self.env.step(native)
+        row = self.row
+        acted, acted_array = self._live, self._live_array
+        obs, rewards, terms, truncs, infos = self.env.step(self._native_actions(actions))
         if self._fresh_episode:
             self._look_for_masks(infos)
         live = self.env.agents
-        ids = self.agent_ids
-        if all_alive and not self._env_masks and len(obs) == len(ids) and live == self._live:
-            # Everyone acted, is still alive and has an observation; no action masks
-            # (so no "observation" dicts either): mask and availability stay, and this
-            # writes what the general path below would, in fewer operations. Flags are
-            # written for every agent, so those of the last episode need no clearing.
-            self._fresh_episode = False
-            for agent, view in zip(ids, self._obs_views):
-                view[...] = obs[agent]
-            if self._has_state:
-                row.state[...] = self.env.state()
-            # Element writes: for a few agents cheaper than converting lists.
-            reward, terminated, truncated = row.reward, row.terminated, row.truncated
-            for i, agent in enumerate(ids):
-                reward[i] = rewards.get(agent, 0.0)
-                terminated[i] = bool(terms.get(agent, False))
-                truncated[i] = bool(truncs.get(agent, False))
-            return {"agents": infos} if infos and any(infos.values()) else {}
-        self._write(obs, infos, live)
-        # The step's reward and flags for every agent that acted. Dead agents'
-        # flags stay in the row as the env last said; their reward is zero.
-        if len(native) < len(self.agent_ids):
-            row.reward.fill(0.0)
+        self._write_obs(obs)
         reward, terminated, truncated = row.reward, row.terminated, row.truncated
         if self._fresh_episode:
             self._fresh_episode = False
             terminated.fill(False)
             truncated.fill(False)
-        for agent in native:
-            i = index[agent]
-            reward[i] = rewards.get(agent, 0.0)
-            t, u = bool(terms.get(agent, False)), bool(truncs.get(agent, False))
-            if not (t or u) and agent not in live:
-                t = True  # left `agents` without a flag: it is dead all the same
-            terminated[i], truncated[i] = t, u
-        if not live:
-            # The env ended; an agent it never flagged was cut off with it.
-            np.logical_or(truncated, ~(terminated | truncated), out=truncated)
-        return {"agents": infos} if infos and any(infos.values()) else {}
+        # The step's reward and flags for every agent that acted. Dead agents' flags
+        # stay in the row as the env last said; their reward is zero.
+        if not self._all_alive:
+            reward.fill(0.0)
+        if list(rewards) == acted and list(terms) == acted and list(truncs) == acted:
+            # The usual layout: each dict has the agents that acted, in order.
+            reward[acted_array] = list(rewards.values())
+            terminated[acted_array] = list(terms.values())
+            truncated[acted_array] = list(truncs.values())
+        else:
+            for agent, i in zip(acted, self._live_idx):
+                reward[i] = rewards.get(agent, 0.0)
+                terminated[i] = bool(terms.get(agent, False))
+                truncated[i] = bool(truncs.get(agent, False))
+        if live != acted:
+            live_set = set(live)
+            for agent, i in zip(acted, self._live_idx):
+                if agent not in live_set and not (terminated[i] or truncated[i]):
+                    terminated[i] = True  # left `agents` without a flag: it is dead all the same
+            acted_set = set(acted)
+            for agent in live:
+                if agent not in acted_set:  # back in `agents` (respawn): alive, flags clear
+                    i = self._index[agent]
+                    terminated[i] = truncated[i] = False
+            self._set_live(list(live))
+            if not live:
+                # The env ended; an agent it never flagged was cut off with it.
+                np.logical_or(truncated, ~(terminated | truncated), out=truncated)
+        if self._env_masks:
+            self._write_env_masks(obs, infos)
+        state_ok = self._write_state() if self._call_state else True
+        return self._infos(infos, state_ok)
 
 
 def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:

@@ -42,7 +42,7 @@ class StepResult:
     """
 
     obs: np.ndarray
-    state: np.ndarray
+    state: np.ndarray | None  # None with state="none"
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -368,9 +368,10 @@ class VecEnv(ABC):
         process, so there is no ``"episode"`` summary.
         """
         buf, rows = self.buffers, slice(envs.start, envs.stop)
-        assert buf.final_obs is not None and buf.final_state is not None  # same_step, fast
+        assert buf.final_obs is not None  # same_step, fast
         buf.final_obs[rows] = buf.obs[rows]
-        buf.final_state[rows] = buf.state[rows]
+        if buf.state is not None and buf.final_state is not None:
+            buf.final_state[rows] = buf.state[rows]
         if buf.avail_actions is not None and buf.final_avail_actions is not None:
             buf.final_avail_actions[rows] = buf.avail_actions[rows]
         reset_infos = reset() or {}
@@ -398,7 +399,8 @@ class VecEnv(ABC):
             )
         obs = buf.obs.copy()
         # Where the state is the observations concatenated, its copy is a view of theirs.
-        state = obs.reshape(buf.state.shape) if spec.state_is_obs else buf.state.copy()
+        state = (obs.reshape(buf.state.shape) if spec.state_is_obs
+                 else None if buf.state is None else buf.state.copy())
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -414,13 +416,14 @@ class VecEnv(ABC):
         avail = buf.final_avail_actions
         if not any_done:
             if self._no_final is None:
-                zeros = [np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
+                zeros = [None if a is None else np.zeros_like(a) for a in (buf.final_obs, buf.final_state, avail)]
                 for z in zeros:
-                    z.flags.writeable = False
-                # Three arrays: (final_obs, final_state, final_avail_actions or None).
-                self._no_final = cast("tuple[Any, Any, Any]", (*zeros, None) if avail is None else tuple(zeros))
+                    if z is not None:
+                        z.flags.writeable = False
+                # (final_obs, final_state or None, final_avail_actions or None).
+                self._no_final = cast("tuple[Any, Any, Any]", tuple(zeros))
             return self._no_final
         final_obs = buf.final_obs.copy()
         final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
-                       else buf.final_state.copy())
+                       else None if buf.final_state is None else buf.final_state.copy())
         return final_obs, final_state, None if avail is None else avail.copy()

@@ -21,6 +21,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import EnvGroup
+from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 
 
@@ -36,6 +37,8 @@ class DummyVecEnv(VecEnv):
         validate: check actions' shape, range and availability.
         restart_on_error: per-env budget of rebuilds after an env raises (see
             :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
+        state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
+            (see :mod:`marl_vec.state`).
     """
 
     def __init__(
@@ -47,9 +50,11 @@ class DummyVecEnv(VecEnv):
         validate: bool = True,
         stats_window: int = 100,
         restart_on_error: int = 0,
+        state: str = "auto",
     ):
         if not env_fns:
             raise ValueError("DummyVecEnv needs at least one env_fn")
+        env_fns = with_state(env_fns, state)
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
             spec = adapters[0].spec
