@@ -220,3 +220,20 @@ def test_config_key_vec_state():
         load_config("sisl/multiwalker", {"vec.state": "global"})
     with mv.make("mpe/simple_spread", num_envs=2, state="concat") as venv:
         assert venv.spec.state_shape == (54,)
+
+
+@pytest.mark.parametrize("mode", ["none", "concat"])
+def test_family_with_own_state_writes_it_aside(mode):
+    # Multi-player Atari computes its state itself (the screen): under none/concat it
+    # writes it to a private row; the batch's obs are those of state="auto".
+    pytest.importorskip("multi_agent_ale_py", reason="multi-player Atari not installed: pip install 'marl_vec[atari]'")
+    actions = np.random.default_rng(0).integers(0, 6, (12, 2, 2))
+    with mv.make("atari/pong_2p", num_envs=2, state=mode) as venv, mv.make("atari/pong_2p", num_envs=2) as ref:
+        assert venv.spec.has_state is (mode == "concat")
+        for r, q in zip(run(venv, actions), run(ref, actions)):
+            np.testing.assert_array_equal(r.obs, q.obs)
+            np.testing.assert_array_equal(r.reward, q.reward)
+            if mode == "none":
+                assert r.state is None
+            else:
+                np.testing.assert_array_equal(r.state, r.obs.reshape(2, -1))
