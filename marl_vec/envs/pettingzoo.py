@@ -222,25 +222,22 @@ class PettingZooAdapter(NativeEnvAdapter):
         self._index = {agent: i for i, agent in enumerate(self.agent_ids)}
         A = len(self.agent_ids)
         shape = self.spec.obs_shape
-        # Observations go in with one concatenate call when every agent's observation
-        # has the row's shape and is a plain array (no action-mask dict): into the row
-        # itself when all agents reported, else into a scratch and then scattered.
+        # Observations go in with one concatenate call into the row when every agent's
+        # observation has the row's shape and is a plain array (no action-mask dict);
+        # agents the env did not report get a zero array in their place.
         self._obs_by_array = not self.spec.obs_padded and not any(self._obs_has_mask) and len(shape) >= 1
         if self._obs_by_array:
-            flat = (A * shape[0], *shape[1:])
-            self._obs_rows_flat = row.obs.reshape(flat)  # the row's memory: it is contiguous
-            self._scratch = np.zeros_like(row.obs)
-            self._scratch_flat = self._scratch.reshape(flat)
+            self._obs_rows_flat = row.obs.reshape((A * shape[0], *shape[1:]))  # the row's memory: contiguous
+            self._zero_obs = np.zeros(shape, row.obs.dtype)
         # The agents alive after the last reset or step (env.agents, read once per
         # step: it goes through several wrapper __getattr__ calls), their indices.
         self._live: list[str] = []
         self._live_idx: list[int] = []
         self._live_array = np.zeros(0, dtype=np.intp)
         self._all_alive = False
-        # The agents of the last observation dict, and their indices.
+        # The agents of the last observation dict (per-agent path: rows of the others
+        # are zeroed when it changes).
         self._obs_keys: list[str] | None = None
-        self._obs_idx = np.zeros(0, dtype=np.intp)
-        self._obs_all = False
         # Packed dtypes (see _packed_dtype) of observations and state: False until
         # the first one is seen, then None or the dtype.
         self._obs_packed: np.dtype | None | bool = False
@@ -262,34 +259,28 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     # -- writing results ----------------------------------------------------------
 
-    def _indices(self, agents: list[str]) -> np.ndarray:
-        index = self._index
-        return np.fromiter((index[a] for a in agents), dtype=np.intp, count=len(agents))
-
     def _write_obs(self, obs: dict) -> None:
         """Every agent the env reports on gets its observation (also at the step it
         leaves: its last one); the others' rows are zero."""
         row = self.row
-        keys = list(obs)
-        if keys != self._obs_keys:
-            self._obs_keys = keys
-            self._obs_idx = self._indices(keys)
-            self._obs_all = keys == self._agent_list
-            if not self._obs_all:
-                row.obs.fill(0)  # rows of agents not reported stay zero until the set changes
-        if self._obs_by_array and keys:
+        if self._obs_by_array and obs:
             values = list(obs.values())
+            if len(values) < len(self._agent_list) or list(obs) != self._agent_list:
+                zero = self._zero_obs
+                values = [obs.get(agent, zero) for agent in self._agent_list]
             if self._obs_packed is False:  # the first observation: look at its layout once
                 first = values[0]
                 same = isinstance(first, np.ndarray) and first.dtype == row.obs.dtype
                 self._obs_packed = _packed_dtype(first) if same else None
-            out = self._obs_rows_flat if self._obs_all else self._scratch_flat[: len(keys) * self.spec.obs_shape[0]]
-            packed = self._obs_packed
+            out, packed = self._obs_rows_flat, self._obs_packed
             if packed is None or not self._concatenate_packed(values, out, packed):
                 np.concatenate(values, axis=0, out=out, casting="unsafe")
-            if not self._obs_all:
-                row.obs[self._obs_idx] = self._scratch[: len(keys)]
             return
+        keys = list(obs)
+        if keys != self._obs_keys:
+            self._obs_keys = keys
+            if len(keys) < len(self._agent_list):
+                row.obs.fill(0)  # rows of agents not reported stay zero until the set changes
         index, views, has_mask = self._index, self._obs_views, self._obs_has_mask
         for agent, ob in obs.items():
             i = index[agent]
