@@ -237,3 +237,18 @@ def test_family_with_own_state_writes_it_aside(mode):
                 assert r.state is None
             else:
                 np.testing.assert_array_equal(r.state, r.obs.reshape(2, -1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["auto", "ray"])
+def test_none_on_ray_equals_dummy(transport):
+    pytest.importorskip("ray", reason="ray not installed: pip install 'marl_vec[ray]'")
+    fn = multiwalker(max_cycles=40)
+    actions = walker_actions(90, 2)
+    with mv.make_vec([fn] * 2, backend="ray", state="none",
+                     ray_config={"num_workers": 2, "transport": transport}) as venv, \
+            mv.DummyVecEnv([fn] * 2, state="none") as ref:
+        for r, q in zip(run(venv, actions), run(ref, actions)):
+            assert r.state is None and r.final_state is None
+            for name in ("obs", "reward", "terminated", "truncated", "done", "agent_mask", "final_obs"):
+                np.testing.assert_array_equal(getattr(r, name), getattr(q, name), err_msg=name)
