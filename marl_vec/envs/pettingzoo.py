@@ -238,10 +238,11 @@ class PettingZooAdapter(NativeEnvAdapter):
         # The agents of the last observation dict (per-agent path: rows of the others
         # are zeroed when it changes).
         self._obs_keys: list[str] | None = None
-        # Packed dtypes (see _packed_dtype) of observations and state: False until
-        # the first one is seen, then None or the dtype.
-        self._obs_packed: np.dtype | None | bool = False
-        self._state_packed: np.dtype | None | bool = False
+        # Packed dtypes (see _packed_dtype) of observations and state, decided from
+        # the first one seen (None: copied as they are).
+        self._obs_packed: np.dtype | None = None
+        self._state_packed: np.dtype | None = None
+        self._obs_layout_seen = self._state_layout_seen = False
         # Whether the env gives action masks at all; without them, available actions
         # change only when agents die.
         self._env_masks = any(self._obs_has_mask)
@@ -268,7 +269,8 @@ class PettingZooAdapter(NativeEnvAdapter):
             if len(values) < len(self._agent_list) or list(obs) != self._agent_list:
                 zero = self._zero_obs
                 values = [obs.get(agent, zero) for agent in self._agent_list]
-            if self._obs_packed is False:  # the first observation: look at its layout once
+            if not self._obs_layout_seen:  # the first observation: look at its layout once
+                self._obs_layout_seen = True
                 first = values[0]
                 same = isinstance(first, np.ndarray) and first.dtype == row.obs.dtype
                 self._obs_packed = _packed_dtype(first) if same else None
@@ -351,7 +353,8 @@ class PettingZooAdapter(NativeEnvAdapter):
                     stacklevel=2,
                 )
             return False
-        if self._state_packed is False:  # first state of this adapter: look at its layout once
+        if not self._state_layout_seen:  # first state of this adapter: look at its layout once
+            self._state_layout_seen = True
             self._state_packed = _packed_dtype(value) if isinstance(value, np.ndarray) else None
         _assign(state, value, self._state_packed)
         return True

@@ -399,8 +399,8 @@ class VecEnv(ABC):
             )
         obs = buf.obs.copy()
         # Where the state is the observations concatenated, its copy is a view of theirs.
-        state = (obs.reshape(buf.state.shape) if spec.state_is_obs
-                 else None if buf.state is None else buf.state.copy())
+        state = (None if buf.state is None else obs.reshape(buf.state.shape) if spec.state_is_obs
+                 else buf.state.copy())
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -424,6 +424,7 @@ class VecEnv(ABC):
                 self._no_final = cast("tuple[Any, Any, Any]", tuple(zeros))
             return self._no_final
         final_obs = buf.final_obs.copy()
-        final_state = (final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
-                       else None if buf.final_state is None else buf.final_state.copy())
+        final_state = (None if buf.final_state is None
+                       else final_obs.reshape(buf.final_state.shape) if self.spec.state_is_obs
+                       else buf.final_state.copy())
         return final_obs, final_state, None if avail is None else avail.copy()
