@@ -44,6 +44,7 @@ class Case:
     num_envs: int = 2
     attack_from: int | None = None  # discrete actions >= this are drawn 80% of the time (attacks)
     deaths: bool = False  # some agent must leave env.agents before the episode's end
+    state_fails: bool = False  # the env's state() must raise on some step (state="auto" gives zeros)
     marks: tuple = ()
 
     @property
@@ -91,15 +92,15 @@ CASES = [
          {"spawn_delay": 2, "max_zombies": 20, "line_death": True, "max_cycles": 200}, steps=150, deaths=True),
     Case("pettingzoo.butterfly.pistonball_v6", {"n_pistons": 4, "continuous": False, "max_cycles": 10}, steps=12),
     Case("pettingzoo.butterfly.pistonball_v6", {"n_pistons": 4, "continuous": True, "max_cycles": 10}, steps=12),
-    Case("pettingzoo.sisl.multiwalker_v9", {"n_walkers": 3, "max_cycles": 60}, steps=120),
+    Case("pettingzoo.sisl.multiwalker_v9", {"n_walkers": 3, "max_cycles": 60}, steps=120, state_fails=True),
     Case("pettingzoo.sisl.pursuit_v5", {"max_cycles": 20}, steps=25),
     Case("magent2.environments.adversarial_pursuit_v4", {"map_size": 10, "max_cycles": 15}, steps=20),
     Case("magent2.environments.battle_v4", {"map_size": 15, "max_cycles": 60}, steps=60, attack_from=13),
     Case("magent2.environments.battlefield_v5", {"map_size": 46, "max_cycles": 15}, steps=20, attack_from=13),
-    Case("magent2.environments.combined_arms_v6", {"map_size": 16, "max_cycles": 40}, steps=45, attack_from=9,
-         deaths=True),
+    Case("magent2.environments.combined_arms_v6", {"map_size": 16, "max_cycles": 300}, steps=200, attack_from=9,
+         deaths=True, state_fails=True),
     Case("magent2.environments.gather_v5", {"max_cycles": 15}, steps=20, attack_from=13, deaths=True),
-    Case("magent2.environments.tiger_deer_v4", {"map_size": 10, "max_cycles": 300}, steps=110),
+    Case("magent2.environments.tiger_deer_v4", {"map_size": 10, "max_cycles": 300}, steps=110, state_fails=True),
     *atari_cases(),
 ]
 
@@ -179,6 +180,9 @@ def test_equals_plain_loop(case, backend):
         died = any((~r.agent_mask & ~r.done[:, None]).any() for r in results)
         assert died, "some agent died before its episode's end"
     assert ref["respawns"] == 0, "no installed env respawns agents (tests/test_respawn.py covers respawns)"
+    failed = sum(bool(info.get("state_unavailable")) for r in results for info in r.infos)
+    if case.state_fails:
+        assert failed, "state() raised on some step: a plain loop calling it would crash here"
 
 
 @pytest.mark.slow
