@@ -252,3 +252,13 @@ def test_none_on_ray_equals_dummy(transport):
             assert r.state is None and r.final_state is None
             for name in ("obs", "reward", "terminated", "truncated", "done", "agent_mask", "final_obs"):
                 np.testing.assert_array_equal(getattr(r, name), getattr(q, name), err_msg=name)
+
+
+def test_none_in_episode_batches():
+    from mpe2 import simple_spread_v3
+
+    fn = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=10)
+    with mv.DummyVecEnv([fn] * 2, autoreset="one_episode", state="none") as venv:
+        batch = mv.EpisodeRunner(venv).run()
+    assert batch.state is None and batch.obs.shape == (2, 11, 3, 18)
+    assert batch.copy().state is None
