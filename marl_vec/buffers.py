@@ -56,14 +56,14 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     layout = [
         *actions,
         *[(spaces.path_name("obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
-        *([] if spec.state_is_obs else [("state", (E, *spec.state_shape), spec.state_dtype)]),
+        *([] if spec.state_is_obs or not spec.has_state else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
         ("reward", (E, A), spec.reward_dtype),
         ("terminated", (E, A), np.dtype(bool)),
         ("truncated", (E, A), np.dtype(bool)),
         ("done", (E,), np.dtype(bool)),
         *[(spaces.path_name("final_obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
-        *([] if spec.state_is_obs else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
+        *([] if spec.state_is_obs or not spec.has_state else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
     ]
     mask_shape = spec.action.mask_shape
     if mask_shape is not None:
@@ -87,7 +87,8 @@ def _layout_offsets(layout: list[tuple[str, tuple[int, ...], np.dtype]]) -> tupl
 class RowViews:
     """One env's views into the batch arrays; what an adapter writes into.
 
-    ``avail_actions`` is None for actions without masks (Box, MultiBinary).
+    ``avail_actions`` is None for actions without masks (Box, MultiBinary), ``state``
+    None when the batch keeps no state (``spec.has_state`` False).
     ``obs`` and ``state`` are dicts / tuples of views for Dict / Tuple observation spaces. :meth:`BatchBuffers.block`
     returns the same fields for a range of envs, with their leading env axis.
     """
@@ -151,6 +152,7 @@ class BatchBuffers:
             # it is unmapped only when the last view is gone (see close()).
             block = np.frombuffer(self._shm.buf, dtype=np.uint8)
             weakref.finalize(block, _unmap, self._shm)
+        self.state = self.final_state = None
         for (name, shape, dtype), offset in zip(self.layout, offsets):
             if block is not None:
                 size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -198,7 +200,7 @@ class BatchBuffers:
         return RowViews(
             actions=spaces.tree_map(lambda a: a[i], self.actions),
             obs=spaces.tree_map(lambda a: a[i], self.obs),
-            state=spaces.tree_map(lambda a: a[i, ...], self.state),  # a 0-d view, not a scalar, when the state is a scalar
+            state=None if self.state is None else spaces.tree_map(lambda a: a[i, ...], self.state),  # a 0-d view, not a scalar, when the state is a scalar
             avail_actions=None if self.avail_actions is None else self.avail_actions[i],
             agent_mask=self.agent_mask[i],
             reward=self.reward[i],
@@ -219,7 +221,7 @@ class BatchBuffers:
         return RowViews(
             actions=spaces.tree_map(lambda a: a[start:stop], self.actions),
             obs=spaces.tree_map(lambda a: a[start:stop], self.obs),
-            state=spaces.tree_map(lambda a: a[start:stop], self.state),
+            state=None if self.state is None else spaces.tree_map(lambda a: a[start:stop], self.state),
             avail_actions=None if self.avail_actions is None else self.avail_actions[start:stop],
             agent_mask=self.agent_mask[start:stop],
             reward=self.reward[start:stop],

@@ -34,6 +34,7 @@ DEFAULT_CONFIG = "mpe/simple_spread"
 Family = Literal["gym", "atari", "pettingzoo", "football", "starcraft2"]
 Backend = Literal["dummy", "subproc", "ray"]
 Autoreset = Literal["same_step", "next_step", "disabled", "one_episode", "fast"]
+State = Literal["auto", "env", "concat", "none"]
 assert set(Family.__args__) == set(FAMILIES)  # type: ignore[attr-defined]
 
 
@@ -68,6 +69,7 @@ class VecConfig(_Strict):
     backend: Backend = "dummy"
     env_seed: Optional[int] = 0
     autoreset: Autoreset = "same_step"
+    state: State = "auto"  # what StepResult.state holds; see marl_vec.state
     copy_results: bool = Field(default=True, alias="copy")
     validate_actions: bool = Field(default=True, alias="validate")
     # Process and Ray backends.
@@ -246,5 +248,6 @@ def make_from_config(cfg: Config) -> VecEnv:
         env_seed=vec.env_seed,
         autoreset=vec.autoreset,
         copy=vec.copy_results,
+        state=vec.state,
         **backend_kwargs(vec),
     )

@@ -9,7 +9,7 @@ finish early are no longer stepped, and the batch stops as soon as all are done.
 Layout, for E envs, A agents and ``max_steps`` = T (the env's episode limit unless
 given):
 
-- ``obs`` (E, T+1, A, *obs_shape), ``state`` (E, T+1, *state_shape),
+- ``obs`` (E, T+1, A, *obs_shape), ``state`` (E, T+1, *state_shape) or None (state="none"),
   ``avail_actions`` (E, T+1, A, n_actions) or None, ``agent_mask`` (E, T+1, A):
   index t is what the agents saw before step t; index ``lengths[e]`` is the last
   observation of env e's episode.
@@ -53,7 +53,7 @@ class EpisodeBatch:
     """E padded episodes; see the module docstring for the layout."""
 
     obs: np.ndarray
-    state: np.ndarray
+    state: np.ndarray | None  # None with state="none"
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     actions: np.ndarray
@@ -121,7 +121,7 @@ class EpisodeRunner:
         avail = None if mask_shape is None else np.zeros((E, T + 1, A, *mask_shape), bool)
         self.batch = EpisodeBatch(
             obs=np.zeros((E, T + 1, A, *spec.obs_shape), spec.obs_dtype),
-            state=np.zeros((E, T + 1, *spec.state_shape), spec.state_dtype),
+            state=np.zeros((E, T + 1, *spec.state_shape), spec.state_dtype) if spec.has_state else None,
             avail_actions=avail,
             agent_mask=np.zeros((E, T + 1, A), bool),
             actions=np.zeros((E, T, A, *spec.action_shape), spec.action.dtype),
@@ -138,7 +138,8 @@ class EpisodeRunner:
     def _write_obs(self, t: int, r: StepResult) -> None:
         b = self.batch
         b.obs[:, t] = r.obs
-        b.state[:, t] = r.state
+        if b.state is not None:
+            b.state[:, t] = r.state
         b.agent_mask[:, t] = r.agent_mask
         if b.avail_actions is not None:
             b.avail_actions[:, t] = r.avail_actions

@@ -127,7 +127,7 @@ class EnvGroup:
         first, last = start - row_offset, stop - row_offset
         self._rows = buffers.rows(first, last)
         for adapter, row in zip(self.adapters, self._rows):
-            adapter.bind(row)
+            adapter.bind(adapter.own_row(row))
         # Group-wide views: one numpy call covers all k envs.
         self._block = buffers.block(first, last)
         self.actions = self._block.actions
@@ -141,8 +141,8 @@ class EnvGroup:
         # same_step, fast: each env's (final_*, current) row pairs of the fields kept at
         # an episode's end (final_state is final_obs's memory where the state is the
         # observations). A masked copy over the whole group would cost more.
-        # Dict/Tuple observations: a pair per leaf.
-        names = ["obs", *([] if self._state_is_obs else ["state"]), "avail_actions"]
+        # Dict/Tuple observations: a pair per leaf; no state pair without a state.
+        names = ["obs", *([] if self._state_is_obs or buffers.state is None else ["state"]), "avail_actions"]
         pairs = [(final, current) for name in names
                  for final, current in zip(buffers.leaves("final_" + name), buffers.leaves(name))]
         self._final_rows = [[(final[g, ...], current[g, ...]) for final, current in pairs]
@@ -400,7 +400,7 @@ class EnvGroup:
             try:
                 adapter = as_adapter(self.env_fns[j]())
                 self.buffers.spec.check_same(adapter.spec, self.start + j)
-                adapter.bind(self._rows[j])
+                adapter.bind(adapter.own_row(self._rows[j]))
             except Exception as build_exc:
                 if not self._may_restart(j, build_exc, "rebuild"):
                     raise

@@ -237,6 +237,8 @@ class EnvSpec:
             means a Box of ``obs_shape`` and ``obs_dtype``.
         reward_dtype: dtype of the reward array (float32 unless the family or the
             VecEnv's ``reward_dtype`` says otherwise).
+        has_state: False when the batch keeps no state (``state="none"``): ``state_shape``
+            is ``(0,)``, no state array exists and ``StepResult.state`` is None.
     """
 
     agents: tuple[str, ...]
@@ -258,6 +260,7 @@ class EnvSpec:
     state_is_obs: bool = False
     obs_space: gym.Space | None = field(default=None, hash=False)
     reward_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
+    has_state: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
@@ -283,6 +286,8 @@ class EnvSpec:
             or self.state_dtype != self.obs_dtype
         ):
             raise ValueError("state_is_obs needs a state of the observations' dtype and of n_agents times their size")
+        if not self.has_state and (self.state_shape != (0,) or self.state_is_obs):
+            raise ValueError("a spec without state (has_state=False) has state_shape (0,) and state_is_obs False")
         if len(set(self.agents)) != len(self.agents):
             raise ValueError(f"EnvSpec agent ids must be unique, got {self.agents}")
 
@@ -372,7 +377,7 @@ class EnvSpec:
         lines = [
             f"agents         {self.n_agents}: {', '.join(self.agents)}",
             f"obs            {obs}" + ("  (zero-padded)" if self.obs_padded else ""),
-            f"state          {self.state_shape} {self.state_dtype}",
+            f"state          {self.state_shape} {self.state_dtype}" if self.has_state else "state          none",
             f"reward         {self.reward_dtype}",
             f"action         {action}" + (("  (padded; padding ignored)" if isinstance(act, ContinuousAction)
                                               else "  (padded; extra actions unavailable)") if self.actions_padded else ""),
@@ -384,7 +389,7 @@ class EnvSpec:
 
     def check_same(self, other: EnvSpec, index: int) -> None:
         """All envs of a batch must share one spec; say how env ``index`` differs."""
-        for name in ("agents", "obs_shape", "obs_dtype", "state_shape", "state_dtype", "action", "obs_space"):
+        for name in ("agents", "obs_shape", "obs_dtype", "has_state", "state_shape", "state_dtype", "action", "obs_space"):
             mine, theirs = getattr(self, name), getattr(other, name)
             # Observation spaces need the same layout, not the same bounds: the batch's
             # buffers depend only on it (gymnasium's observation_mode="different").

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import marl_vec as mv  # noqa: E402
 
-SUITES = ("core", "subproc", "atari", "football", "ray", "sc2")
+SUITES = ("core", "subproc", "atari", "football", "ray", "sc2", "breadth")
 CLOCK = time.perf_counter  # --clock cpu: time.process_time, for the in-process core suite
 
 

@@ -129,7 +129,8 @@ def test_heterogeneous_observations_are_padded_and_masks_come_from_obs_dicts():
 
 class UnmaskedWithState(DyingAgentEnv):
     """DyingAgentEnv without action masks (every action always allowed), with a state:
-    the adapter's all-alive fast path runs until ``a1`` dies, the general path after."""
+    the adapter writes its results with array operations (observations by one
+    concatenate, rewards and flags by index arrays)."""
 
     def action_space(self, agent):
         from gymnasium import spaces
@@ -157,38 +158,40 @@ class UnmaskedWithState(DyingAgentEnv):
         return obs, rewards, terms, truncs, {a: {} for a in self.agents}
 
 
+class ReorderedDicts(UnmaskedWithState):
+    """The same env, its dicts in reverse agent order (allowed by PettingZoo): the
+    adapter takes its per-agent path for observations, rewards and flags."""
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, infos = super().step(actions)
+        return tuple({k: d[k] for k in reversed(list(d))} for d in (obs, rewards, terms, truncs, infos))
+
+
 @pytest.mark.parametrize("ending", ["truncation", "termination"])
-def test_all_alive_fast_path_writes_what_the_general_path_writes(ending, monkeypatch):
+def test_array_writes_equal_per_agent_writes(ending, monkeypatch):
     from marl_vec.envs.pettingzoo import PettingZooAdapter
 
-    fns = [functools.partial(UnmaskedWithState, ending=ending, die_at=4, episode_len=6),
-           functools.partial(UnmaskedWithState, ending=ending, die_at=6, episode_len=9)]
     actions = np.random.default_rng(3).integers(0, 4, size=(20, 2, 3))
 
-    def play():
+    def play(cls):
+        fns = [functools.partial(cls, ending=ending, die_at=4, episode_len=6),
+               functools.partial(cls, ending=ending, die_at=6, episode_len=9)]
         with mv.DummyVecEnv(fns, env_seed=4) as venv:
             return [venv.reset()] + [venv.step(a) for a in actions]
 
-    general_write, writes = PettingZooAdapter._write, []
+    by_array = play(UnmaskedWithState)
+    bind = PettingZooAdapter.bind
 
-    def counted_write(self, obs, infos, live):
-        writes.append(1)
-        general_write(self, obs, infos, live)
+    def bind_per_agent(self, row):
+        bind(self, row)
+        assert self._obs_by_array
+        self._obs_by_array = False
 
-    monkeypatch.setattr(PettingZooAdapter, "_write", counted_write)
-    fast = play()
-    fast_writes = len(writes)
-
-    def write_never_all_alive(self, obs, infos, live):
-        counted_write(self, obs, infos, live)
-        self._all_alive = False
-
-    monkeypatch.setattr(PettingZooAdapter, "_write", write_never_all_alive)
-    general = play()
-    assert len(writes) - 2 * fast_writes >= 15  # steps the fast path took (of 40)
-    assert sum(bool(r.done.any()) for r in fast) >= 4
-    assert any(r.agent_mask.all() for r in fast[1:]) and not all(r.agent_mask.all() for r in fast[1:])
-    for t, (a, b) in enumerate(zip(fast, general)):
+    monkeypatch.setattr(PettingZooAdapter, "bind", bind_per_agent)
+    per_agent = play(ReorderedDicts)
+    assert sum(bool(r.done.any()) for r in by_array) >= 4
+    assert any(r.agent_mask.all() for r in by_array[1:]) and not all(r.agent_mask.all() for r in by_array[1:])
+    for t, (a, b) in enumerate(zip(by_array, per_agent)):
         for name in ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
                      "final_obs", "final_state", "final_avail_actions"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{name} at step {t}")

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.spec", "marl_vec.episode", "marl_vec.errors"),
     ("marl_vec.buffers",),
     ("marl_vec.envs",),
-    ("marl_vec.group",),
+    ("marl_vec.group", "marl_vec.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config

@@ -36,6 +36,7 @@ A minimal adapter::
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -94,9 +95,52 @@ class MultiAgentEnv(ABC):
     spec: EnvSpec
     row: RowViews
 
+    # The (shape, dtype) of a state this adapter computes but the batch does not keep
+    # (set by use_state): own_row gives the adapter a private array to write it into.
+    _private_state: tuple[tuple[int, ...], np.dtype] | None = None
+
     def bind(self, row: RowViews) -> None:
         """Called once, before the first reset, with this env's views of the batch."""
         self.row = row
+
+    def use_state(self, mode: str) -> None:
+        """Make the state what ``mode`` asks (see :mod:`marl_vec.state`); called once,
+        before :meth:`bind`, and it may change ``self.spec``.
+
+        This default serves every adapter: ``env`` needs a state of its own (not
+        ``spec.state_is_obs``); ``concat`` and ``none`` on an adapter that computes
+        its own state let it go on writing that state into a private array (see
+        :meth:`own_row`), which the batch ignores. Adapters that can skip the work
+        override this.
+        """
+        spec = self.spec
+        if mode == "auto":
+            return
+        if mode == "env":
+            if spec.state_is_obs:
+                raise ValueError(
+                    f"state='env': {type(self).__name__} has no state of its own (its state is its agents' "
+                    "observations); allowed here: auto, concat, none"
+                )
+            return
+        if mode not in ("concat", "none"):
+            raise ValueError(f"unknown state mode {mode!r}; allowed: auto, env, concat, none")
+        if not spec.state_is_obs and spec.has_state:
+            self._private_state = (spec.state_shape, spec.state_dtype)
+        if mode == "concat":
+            size = spec.n_agents * int(np.prod(spec.obs_shape))
+            self.spec = dataclasses.replace(spec, state_shape=(size,), state_dtype=spec.obs_dtype,
+                                            state_is_obs=True, has_state=True)
+        else:
+            self.spec = dataclasses.replace(spec, state_shape=(0,), state_is_obs=False, has_state=False)
+
+    def own_row(self, row: RowViews) -> RowViews:
+        """The views this adapter is bound to: ``row``, or (see :meth:`use_state`) a copy
+        of it whose ``state`` is a private array made once here."""
+        if self._private_state is None:
+            return row
+        shape, dtype = self._private_state
+        return dataclasses.replace(row, state=np.zeros(shape, dtype))
 
     @abstractmethod
     def reset(self, seed: int | None = None) -> dict[str, Any]:

@@ -70,7 +70,7 @@ class StepResult:
     """
 
     obs: Any
-    state: Any
+    state: Any  # None with state="none"
     avail_actions: np.ndarray | None
     agent_mask: np.ndarray
     reward: np.ndarray
@@ -125,7 +125,7 @@ class VecEnv(ABC):
         self._agent_ids = spec.agents
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
         self._obs_is_tree = spec.obs_is_tree
-        self._final_layout: list[tuple[tuple[int, ...], np.dtype]] | None = None  # see _final_copies
+        self._final_layout: list[tuple[tuple[int, ...], np.dtype] | None] | None = None  # see _final_copies
         action = spec.action
         A = spec.n_agents
         # Read at every step by the validation.
@@ -517,9 +517,11 @@ class VecEnv(ABC):
                                    if self._keeps_final else (None, None, None)),
             )
         if self._obs_is_tree:
-            obs, state = spaces.tree_map(_copy, buf.obs), spaces.tree_map(_copy, buf.state)
+            obs = spaces.tree_map(_copy, buf.obs)
+            state = None if buf.state is None else spaces.tree_map(_copy, buf.state)
         else:
-            obs, state = buf.obs.copy(), buf.state.copy()
+            obs = buf.obs.copy()
+            state = None if buf.state is None else buf.state.copy()
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -539,14 +541,18 @@ class VecEnv(ABC):
         avail = buf.final_avail_actions
         if self._obs_is_tree:
             fresh: Callable[[np.ndarray], np.ndarray] = _copy if any_done else _zeros_like
-            return (spaces.tree_map(fresh, buf.final_obs), spaces.tree_map(fresh, buf.final_state),
+            return (spaces.tree_map(fresh, buf.final_obs),
+                    None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
                     None if avail is None else fresh(avail))
         if any_done:
-            return buf.final_obs.copy(), buf.final_state.copy(), None if avail is None else avail.copy()
+            return (buf.final_obs.copy(), None if buf.final_state is None else buf.final_state.copy(),
+                    None if avail is None else avail.copy())
         if self._final_layout is None:  # shapes and dtypes, read once: this runs on most steps
-            self._final_layout = [(a.shape, a.dtype) for a in (buf.final_obs, buf.final_state, avail) if a is not None]
-        zeros = [np.zeros(shape, dtype) for shape, dtype in self._final_layout]
-        return zeros[0], zeros[1], zeros[2] if avail is not None else None
+            self._final_layout = [None if a is None else (a.shape, a.dtype)
+                                  for a in (buf.final_obs, buf.final_state, avail)]
+        obs_layout, state_layout, avail_layout = self._final_layout
+        return (np.zeros(*obs_layout), None if state_layout is None else np.zeros(*state_layout),
+                None if avail_layout is None else np.zeros(*avail_layout))
 
 
 def _copy(array: np.ndarray) -> np.ndarray:

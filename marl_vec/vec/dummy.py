@@ -21,6 +21,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import EnvGroup
+from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 
 
@@ -38,6 +39,8 @@ class DummyVecEnv(VecEnv):
             :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
+        state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
+            (see :mod:`marl_vec.state`).
     """
 
     def __init__(
@@ -50,9 +53,11 @@ class DummyVecEnv(VecEnv):
         stats_window: int = 100,
         restart_on_error: int = 0,
         reward_dtype: str | None = None,
+        state: str = "auto",
     ):
         if not env_fns:
             raise ValueError("DummyVecEnv needs at least one env_fn")
+        env_fns = with_state(env_fns, state)
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
             super().__init__(adapters[0].spec, len(adapters), autoreset, copy, validate, stats_window, reward_dtype)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Sequence
 
+from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 
 # backend name -> (module, class); modules are imported only when chosen.
@@ -42,11 +43,14 @@ def make_vec(
     env_seed: int | None = 0,
     autoreset: str = "same_step",
     copy: bool = True,
+    state: str = "auto",
     **backend_kwargs: Any,
 ) -> VecEnv:
     """Run ``env_fns`` as one batch on ``backend`` (dummy, subproc or ray).
 
-    ``backend_kwargs`` go to the backend (``num_workers``, ``start_method``, ...).
+    ``state``: what ``StepResult.state`` holds, ``auto`` (default), ``env``, ``concat``
+    or ``none`` (see :mod:`marl_vec.state`); every backend applies it where it makes
+    its envs. ``backend_kwargs`` go to the backend (``num_workers``, ``start_method``, ...).
     """
     cls = backend_class(backend)
-    return cls(env_fns, env_seed=env_seed, autoreset=autoreset, copy=copy, **backend_kwargs)
+    return cls(with_state(env_fns, state), env_seed=env_seed, autoreset=autoreset, copy=copy, **backend_kwargs)

@@ -47,6 +47,7 @@ from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
+from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.worker import STEP, decode, worker_main
 
@@ -117,6 +118,8 @@ class SubprocVecEnv(VecEnv):
         close_timeout: seconds ``close()`` waits for workers to exit before killing them.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
+        state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
+            (see :mod:`marl_vec.state`).
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class SubprocVecEnv(VecEnv):
         num_workers: int | None = None,
         start_method: str | None = None,
         restart_on_error: int = 0,
+        state: str = "auto",
         timeout: float | None = 300.0,
         close_timeout: float = 10.0,
         reward_dtype: str | None = None,
@@ -137,6 +141,7 @@ class SubprocVecEnv(VecEnv):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("SubprocVecEnv needs at least one env_fn")
+        env_fns = with_state(env_fns, state)
         for i, fn in enumerate(env_fns):
             if not callable(fn):
                 raise TypeError(f"env_fns[{i}] is a {type(fn).__name__}, not a zero-argument callable")
