@@ -48,9 +48,10 @@ from marl_vec.group import rebuild_seed
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.worker import STEP, decode, worker_main
 
-__all__ = ["SubprocVecEnv", "WorkerError", "WorkerDiedError", "default_start_method"]
+__all__ = ["SubprocVecEnv", "PoolStepResult", "WorkerError", "WorkerDiedError", "default_start_method"]
 
 _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
@@ -95,7 +96,7 @@ def _describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-class SubprocVecEnv(VecEnv):
+class SubprocVecEnv(AsyncPool, VecEnv):
     """Runs ``len(env_fns)`` envs in ``num_workers`` processes over shared memory.
 
     Args:
@@ -115,7 +116,11 @@ class SubprocVecEnv(VecEnv):
             (None: no limit; a dead worker is still detected at once). Building the
             envs at start may take ``max(timeout, 120)`` s.
         close_timeout: seconds ``close()`` waits for workers to exit before killing them.
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
+            multiple of ``num_envs // num_workers`` (see :mod:`marl_vec.vec.pool`).
     """
+
+    _step_byte = STEP
 
     def __init__(
         self,
@@ -130,6 +135,7 @@ class SubprocVecEnv(VecEnv):
         restart_on_error: int = 0,
         timeout: float | None = 300.0,
         close_timeout: float = 10.0,
+        batch_size: int | None = None,
     ):
         env_fns = list(env_fns)
         if not env_fns:
@@ -159,6 +165,7 @@ class SubprocVecEnv(VecEnv):
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
         self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
+        self._init_pool(batch_size)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._pending = [False] * num_workers  # per worker: an answer is owed
@@ -379,6 +386,7 @@ class SubprocVecEnv(VecEnv):
         else:
             per_worker = {w: (seed, local) for w, local in self._per_worker(env_ids).items()}
         replies = self._command("reset", per_worker)
+        self._pool_restart()
         return self._gather_infos(replies)
 
     def _gather_infos(self, replies: dict[int, Any]) -> list[dict[str, Any]]:
@@ -414,6 +422,7 @@ class SubprocVecEnv(VecEnv):
             start = self._blocks[w][0]
             for j, info in self._replace_worker(w, reply.what).items():
                 infos[start + j] = info
+        self._pool_restart()
         return infos
 
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
@@ -442,6 +451,11 @@ class SubprocVecEnv(VecEnv):
         self.worker_pids[w] = self._procs[w].pid
         return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
                                    {"error": what, "worker_restarts": restarts})
+
+    def _check_idle(self, call: str) -> None:
+        self._check_open()
+        self._pool_drain()  # pool steps in flight finish first; their results are dropped
+        super()._check_idle(call)
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
@@ -477,6 +491,9 @@ class _Lost:
 
     def __init__(self, what: str):
         self.what = what
+
+
+SubprocVecEnv._lost_type = _Lost
 
 
 def _pickle_env_fns(block: list, start: int, method: str) -> bytes:
