@@ -3,8 +3,9 @@
 Like EnvPool, the pool holds ``num_envs`` envs and hands them out ``batch_size`` at a
 time, in the order their results arrive, so a slow env does not hold the others back.
 The unit of stepping is a worker's block of envs (one :class:`~marl_vec.group.EnvGroup`
-steps its whole block over shared memory), so ``batch_size`` must be a multiple of the
-block size ``num_envs // num_workers`` (blocks all equal).
+steps its whole block over shared memory), so ``batch_size`` must be ``num_envs`` (the
+default: synchronous batches) or a multiple of the block size ``num_envs // num_workers``
+with ``num_envs`` divisible by ``num_workers``.
 
 Contract:
 
@@ -69,15 +70,16 @@ class AsyncPool:
         if batch_size is None:
             batch_size = num_envs
         block = num_envs // num_workers
+        whole = batch_size == num_envs  # any blocks: every worker per batch
         if (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs
-                or num_envs % num_workers or batch_size % block):
+                or (not whole and (num_envs % num_workers or batch_size % block))):
             raise ValueError(
                 f"batch_size must be a multiple of the block size num_envs // num_workers = {num_envs}/{num_workers} "
                 f"in [1, num_envs={num_envs}], with num_envs divisible by num_workers (the pool steps whole worker "
                 f"blocks), got batch_size={batch_size!r}"
             )
         self.batch_size = batch_size
-        self._pool_need = batch_size // block  # blocks per batch
+        self._pool_need = num_workers if whole else batch_size // block  # blocks per batch
         self._pool_ready: deque[int] = deque()  # workers whose rows recv() has not returned
         self._pool_infos: dict[int, dict[int, dict]] = {}  # worker -> its last step's non-empty infos
         self._pool_flying: set[int] = set()  # workers stepping pool actions
