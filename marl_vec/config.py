@@ -74,6 +74,8 @@ class VecConfig(_Strict):
     num_workers: Optional[int] = Field(default=None, ge=1)
     start_method: Optional[Literal["fork", "spawn", "forkserver"]] = None
     restart_on_error: int = Field(default=0, ge=0)
+    # Envs per recv() of the async pool (subproc backend; None: num_envs, synchronous).
+    batch_size: Optional[int] = Field(default=None, ge=1)
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -199,9 +201,11 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
     # restart_on_error lives in EnvGroup, so every backend takes it.
     kwargs: dict[str, Any] = {"validate": vec.validate_actions, "restart_on_error": vec.restart_on_error}
     if vec.backend == "subproc":
-        kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method))
-                       if v is not None})
+        kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method),
+                                         ("batch_size", vec.batch_size)) if v is not None})
     elif vec.backend == "ray":
+        if vec.batch_size is not None:
+            raise ConfigError("vec.batch_size (the async pool) applies to the subproc backend only in this version")
         ray_config = vec.ray.model_dump()
         if vec.start_method is not None:
             raise ConfigError("vec.start_method applies to the subproc backend; Ray starts its own workers")
@@ -216,6 +220,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
         for key in ("num_workers", "start_method"):
             if getattr(vec, key) is not None:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
+        if vec.batch_size is not None:
+            raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc backend, not to backend {vec.backend!r}")
     return kwargs
 
 

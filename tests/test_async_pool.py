@@ -4,6 +4,8 @@ env is named, and close() with steps in flight leaves nothing behind."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import numpy as np
@@ -199,3 +201,31 @@ def test_close_with_steps_in_flight_leaves_nothing():
     venv.close()
     alive, shm_left = gone(pids, shm, wait=5.0)
     assert alive == [] and not shm_left
+
+
+def test_dead_worker_in_flight_is_replaced():
+    fns = [lambda: DyingAgentEnv()] * 4
+    with SubprocVecEnv(fns, num_workers=2, batch_size=2, restart_on_error=1) as venv:
+        venv.reset()
+        for _ in range(2):
+            r = venv.recv()
+            venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
+        os.kill(venv.worker_pids[1], signal.SIGKILL)
+        got = {}
+        for _ in range(2):
+            r = venv.recv()
+            got.update({i: (bool(r.done[k]), r.infos[k]) for k, i in enumerate(r.env_ids.tolist())})
+        assert venv.worker_restarts == [0, 1]
+        assert got[2][0] and got[3][0] and got[2][1]["restarted"] and "killed by SIGKILL" in got[2][1]["error"]
+        assert not got[0][0] and "restarted" not in got[0][1]
+
+
+def test_config_batch_size():
+    venv = mv.make({"env": {"family": "gym", "id": "CartPole-v1"},
+                    "vec": {"num_envs": 4, "backend": "subproc", "num_workers": 2, "batch_size": 2}})
+    try:
+        assert venv.batch_size == 2
+    finally:
+        venv.close()
+    with pytest.raises(mv.ConfigError, match="vec.batch_size .* applies to the subproc backend"):
+        mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2}})
