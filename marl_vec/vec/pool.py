@@ -42,12 +42,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from multiprocessing.connection import wait as _wait_any
 from typing import Any, Sequence
 
 import numpy as np
 
-from marl_vec.errors import WorkerError
 from marl_vec.vec.base import StepResult
 
 
@@ -63,10 +61,17 @@ class PoolNotReadyError(RuntimeError):
 
 
 class AsyncPool:
-    """Mixin for SubprocVecEnv: the pool's state and its two calls."""
+    """Mixin for the process backends: the pool's state and its two calls.
 
-    def _init_pool(self, batch_size: int | None) -> None:
-        num_envs, num_workers = self._num_envs, self.num_workers
+    A backend gives ``_pool_blocks`` (each worker's ``(start, stop)``), ``timeout``, and
+    implements the four ``_pool_*`` hooks at the end of this class.
+    """
+
+    _pool_blocks: list[tuple[int, int]]
+
+    def _init_pool(self, batch_size: int | None, num_envs: int, blocks: list[tuple[int, int]]) -> None:
+        num_workers = len(blocks)
+        self._pool_blocks = blocks
         if batch_size is None:
             batch_size = num_envs
         block = num_envs // num_workers
@@ -87,7 +92,7 @@ class AsyncPool:
 
     def _pool_restart(self) -> None:
         """After reset() or a synchronous step: every env is ready, nothing in flight."""
-        self._pool_ready = deque(range(self.num_workers))
+        self._pool_ready = deque(range(len(self._pool_blocks)))
         self._pool_infos = {}
         self._pool_owed = []
 
@@ -101,12 +106,11 @@ class AsyncPool:
 
     def _pool_check(self, call: str) -> None:
         self._check_open()
-        if self._broken is not None:
-            raise self._broken
-        if not self._mode.keeps_final:
+        self._pool_check_usable()
+        if not self._keeps_final:
             raise ValueError(
                 f"{call}(): the async pool needs autoreset='same_step' or 'fast' (final_* ride in each batch), "
-                f"this SubprocVecEnv uses {self._mode.value!r}"
+                f"this {type(self).__name__} uses {self.autoreset.value!r}"
             )
         if self._waiting or self._interrupted:
             raise RuntimeError(f"{call}() called while a synchronous step is pending; call step_wait() first")
@@ -117,10 +121,10 @@ class AsyncPool:
         """Step the envs ``env_ids`` (exactly those of the last :meth:`recv`) with ``actions``."""
         self._pool_check("send")
         ids = [int(i) for i in np.asarray(env_ids).reshape(-1).tolist()]
-        owed = [w for w in self._pool_owed if self._blocks[w][0] in ids]
-        expected = sorted(i for w in owed for i in range(*self._blocks[w]))
+        owed = [w for w in self._pool_owed if self._pool_blocks[w][0] in ids]
+        expected = sorted(i for w in owed for i in range(*self._pool_blocks[w]))
         if not ids or sorted(ids) != expected:
-            received = [i for w in self._pool_owed for i in range(*self._blocks[w])]
+            received = [i for w in self._pool_owed for i in range(*self._pool_blocks[w])]
             raise PoolNotReadyError(
                 f"send() got env_ids {ids}, but may step only envs received by recv() and not sent yet, "
                 f"in whole recv() batches: {received} (an env is stepped once per recv())"
@@ -130,7 +134,7 @@ class AsyncPool:
         self.buffers.actions[ids] = actions
         self._pool_owed = [w for w in self._pool_owed if w not in owed]
         for w in owed:
-            self._send(w, self._step_byte, "step")
+            self._pool_go(w)
             self._pool_flying.add(w)
 
     def recv(self) -> PoolStepResult:
@@ -142,11 +146,11 @@ class AsyncPool:
         self._pool_wait(need)
         workers = [self._pool_ready.popleft() for _ in range(need)]
         self._pool_owed.extend(workers)
-        ids = np.array([i for w in workers for i in range(*self._blocks[w])], dtype=np.int64)
+        ids = np.array([i for w in workers for i in range(*self._pool_blocks[w])], dtype=np.int64)
         infos: list[dict[str, Any]] = []
         for w in workers:
             nonempty = self._pool_infos.pop(w, None) or {}
-            infos.extend(nonempty.get(j, {}) for j in range(self._blocks[w][1] - self._blocks[w][0]))
+            infos.extend(nonempty.get(j, {}) for j in range(self._pool_blocks[w][1] - self._pool_blocks[w][0]))
         buf = self.buffers
         done = buf.done[ids]
         final: tuple[Any, Any, Any] = (None, None, None)
@@ -165,28 +169,18 @@ class AsyncPool:
         while len(self._pool_ready) < need:
             flying = sorted(self._pool_flying)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = _wait_any([self._conns[w] for w in flying] + [self._procs[w].sentinel for w in flying], remaining)
-            if not ready:
-                self._broken = WorkerError(
-                    "step", flying[0], None,
-                    f"worker(s) {', '.join(map(str, flying))} did not answer 'step' within timeout={self.timeout} s; "
-                    "close() this SubprocVecEnv (it kills them)",
-                )
-                raise self._broken
-            for w in flying:
-                if self._conns[w] not in ready and self._procs[w].sentinel not in ready:
-                    continue
+            answered = self._pool_answered(flying, remaining)
+            if not answered:
+                self._pool_timed_out(flying)
+            for w in answered:
                 self._pool_flying.discard(w)
-                reply = self._collect("step", [w], replace=True)[w]  # answered: returns at once
-                if isinstance(reply, self._lost_type):
-                    reply = self._replace_worker(w, reply.what)
+                self._pool_infos[w] = self._pool_answer(w) or {}
                 self._pool_ready.append(w)
-                self._pool_infos[w] = reply or {}
                 self._pool_record(w)
 
     def _pool_record(self, w: int) -> None:
         """Worker w's finished episodes go to the statistics, as in a synchronous step."""
-        start, stop = self._blocks[w]
+        start, stop = self._pool_blocks[w]
         infos = self._pool_infos[w]
         done = self.buffers.done[start:stop]
         if np.count_nonzero(done):
@@ -232,3 +226,25 @@ class AsyncPool:
                 k, a = (int(x) for x in np.argwhere(bad)[0])
                 raise ValueError(f"action {actions[k, a].tolist()} for env {ids[k]}, agent {self._agent_ids[a]!r} "
                                  f"is outside the action space [{self._low.tolist()}, {self._high.tolist()}]")
+
+    # -- what a backend implements -----------------------------------------------
+
+    def _pool_check_usable(self) -> None:
+        """Raise if the backend is broken (a hung or lost worker)."""
+
+    def _pool_go(self, w: int) -> None:
+        """Start a step of worker w's block with the actions in its rows of the buffers."""
+        raise NotImplementedError
+
+    def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
+        """Those of ``flying`` whose answer (or death) is in, waiting up to ``timeout`` s for one."""
+        raise NotImplementedError
+
+    def _pool_answer(self, w: int) -> dict[int, dict] | None:
+        """Read worker w's step answer (its rows are in the buffers); its non-empty infos by
+        local index. A lost worker is replaced here (its envs truncated), or raises."""
+        raise NotImplementedError
+
+    def _pool_timed_out(self, flying: list[int]) -> None:
+        """No answer within ``timeout``: break the batch and raise."""
+        raise NotImplementedError

@@ -120,7 +120,6 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             multiple of ``num_envs // num_workers`` (see :mod:`marl_vec.vec.pool`).
     """
 
-    _step_byte = STEP
 
     def __init__(
         self,
@@ -165,7 +164,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
         self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
-        self._init_pool(batch_size)
+        self._init_pool(batch_size, num_envs, self._blocks)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._pending = [False] * num_workers  # per worker: an answer is owed
@@ -457,6 +456,32 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         self._pool_drain()  # pool steps in flight finish first; their results are dropped
         super()._check_idle(call)
 
+    # -- the async pool (marl_vec.vec.pool) ---------------------------------------
+
+    def _pool_check_usable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+
+    def _pool_go(self, w: int) -> None:
+        self._send(w, STEP, "step")
+
+    def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
+        conns, procs = self._conns, self._procs
+        ready = _wait_any([conns[w] for w in flying] + [procs[w].sentinel for w in flying], timeout)
+        return [w for w in flying if conns[w] in ready or procs[w].sentinel in ready]
+
+    def _pool_answer(self, w: int) -> dict[int, dict] | None:
+        reply = self._collect("step", [w], replace=True)[w]  # answered: returns at once
+        return self._replace_worker(w, reply.what) if isinstance(reply, _Lost) else reply
+
+    def _pool_timed_out(self, flying: list[int]) -> None:
+        self._broken = WorkerError(
+            "step", flying[0], None,
+            f"worker(s) {', '.join(map(str, flying))} did not answer 'step' within timeout={self.timeout} s; "
+            "close() this SubprocVecEnv (it kills them)",
+        )
+        raise self._broken
+
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
 
@@ -491,9 +516,6 @@ class _Lost:
 
     def __init__(self, what: str):
         self.what = what
-
-
-SubprocVecEnv._lost_type = _Lost
 
 
 def _pickle_env_fns(block: list, start: int, method: str) -> bytes:
