@@ -74,7 +74,7 @@ class VecConfig(_Strict):
     num_workers: Optional[int] = Field(default=None, ge=1)
     start_method: Optional[Literal["fork", "spawn", "forkserver"]] = None
     restart_on_error: int = Field(default=0, ge=0)
-    # Envs per recv() of the async pool (subproc backend; None: num_envs, synchronous).
+    # Envs per recv() of the async pool (subproc and ray backends; None: num_envs, synchronous).
     batch_size: Optional[int] = Field(default=None, ge=1)
     ray: RayConfig = Field(default_factory=RayConfig)
 
@@ -204,9 +204,9 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
         kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method),
                                          ("batch_size", vec.batch_size)) if v is not None})
     elif vec.backend == "ray":
-        if vec.batch_size is not None:
-            raise ConfigError("vec.batch_size (the async pool) applies to the subproc backend only in this version")
         ray_config = vec.ray.model_dump()
+        if vec.batch_size is not None:
+            kwargs["batch_size"] = vec.batch_size
         if vec.start_method is not None:
             raise ConfigError("vec.start_method applies to the subproc backend; Ray starts its own workers")
         if vec.num_workers is not None:
@@ -221,7 +221,7 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
             if getattr(vec, key) is not None:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
         if vec.batch_size is not None:
-            raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc backend, not to backend {vec.backend!r}")
+            raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc and ray backends, not to backend {vec.backend!r}")
     return kwargs
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import functools
+import importlib.util
 import time
 
 import numpy as np
@@ -15,10 +17,23 @@ import marl_vec as mv
 from marl_vec.errors import WorkerError
 from marl_vec.vec.pool import PoolNotReadyError
 from marl_vec.vec.subproc import SubprocVecEnv
+from tests import backends
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 from tests.test_subproc_cleanup import gone
 
 STEPS = 9  # per env: crosses an episode end (episode_len 6) and an agent's death
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from backends.ray_cluster(tmp_path_factory)
+
+
+@pytest.fixture(params=backends.PROCESS_BACKENDS)
+def backend(request):
+    if request.param.startswith("ray"):
+        request.getfixturevalue("cluster")
+    return request.param
 
 
 class DelayedEnv(DyingAgentEnv):
@@ -68,8 +83,8 @@ def sync_trajectories(fns, steps: int) -> list[list]:
         return trajs
 
 
-def pool_trajectories(fns, steps: int, **kwargs) -> tuple[list[list], list[int]]:
-    with SubprocVecEnv(fns, **kwargs) as venv:
+def pool_trajectories(fns, steps: int, backend: str = "subproc", **kwargs) -> tuple[list[list], list[int]]:
+    with backends.make(backend, fns, **kwargs) as venv:
         venv.reset()
         trajs: list[list] = [[] for _ in fns]
         order: list[int] = []
@@ -98,11 +113,12 @@ def assert_same(a: list[list], b: list[list]) -> None:
                     assert u == v, f"env {i} step {t} {field}: {u} != {v}"
 
 
-def test_each_env_trajectory_equals_its_synchronous_one():
-    delays = [0.0, 0.0, 0.004, 0.004, 0.0, 0.0]
-    fns = [lambda d=d: DelayedEnv(d) for d in delays]
+def test_each_env_trajectory_equals_its_synchronous_one(backend):
+    delays = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: blocks arrive out of turn
+    fns = [functools.partial(DelayedEnv, d) for d in delays]
     expected = sync_trajectories(fns, STEPS)
-    got, _ = pool_trajectories(fns, STEPS, num_workers=3, batch_size=2)
+    # Two workers: the test cluster has 2 CPUs, one per actor.
+    got, _ = pool_trajectories(fns, STEPS, backend, num_workers=2, batch_size=3)
     assert_same(got, expected)
 
 
@@ -116,9 +132,9 @@ def test_each_env_trajectory_equals_its_synchronous_one_mpe2():
     assert_same(got, expected)
 
 
-def test_fast_envs_come_first():
-    fns = [lambda: DelayedEnv(0.0)] * 2 + [lambda: DelayedEnv(0.3)] * 2
-    with SubprocVecEnv(fns, num_workers=2, batch_size=2) as venv:
+def test_fast_envs_come_first(backend):
+    fns = [functools.partial(DelayedEnv, 0.0)] * 2 + [functools.partial(DelayedEnv, 0.3)] * 2
+    with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
         venv.reset()
         fast = venv.recv()
         assert fast.env_ids.tolist() == [0, 1]  # reset results: worker order
@@ -177,14 +193,14 @@ def test_misuse_raises_clear_errors():
             venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)  # stepped once per recv()
 
 
-def test_failing_env_is_named():
-    fns = [lambda: DyingAgentEnv(), lambda: DyingAgentEnv(), lambda: FailingEnv(fail_at=1), lambda: DyingAgentEnv()]
-    with SubprocVecEnv(fns, num_workers=2, batch_size=2) as venv:
+def test_failing_env_is_named(backend):
+    fns = [DyingAgentEnv, DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), DyingAgentEnv]
+    with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
         venv.reset()
         for _ in range(2):
             r = venv.recv()
             venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
-        with pytest.raises(WorkerError, match="env 2") as info:
+        with pytest.raises((WorkerError, _ray_error()), match="env 2") as info:
             venv.recv()
             venv.recv()
         assert info.value.env_index == 2
@@ -227,5 +243,13 @@ def test_config_batch_size():
         assert venv.batch_size == 2
     finally:
         venv.close()
-    with pytest.raises(mv.ConfigError, match="vec.batch_size .* applies to the subproc backend"):
+    with pytest.raises(mv.ConfigError, match=r"vec.batch_size \(the async pool\) applies to the subproc and ray backends, not to backend .dummy."):
         mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2}})
+
+
+def _ray_error() -> type:
+    if importlib.util.find_spec("ray") is None:
+        return WorkerError
+    from marl_vec.vec.ray import RayWorkerError
+
+    return RayWorkerError

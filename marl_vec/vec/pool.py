@@ -1,9 +1,9 @@
-"""The async pool of SubprocVecEnv: ``send(actions, env_ids)`` / ``recv()``, first-ready batches.
+"""The async pool of SubprocVecEnv and RayVecEnv (both transports): ``send(actions, env_ids)`` / ``recv()``, first-ready batches.
 
 Like EnvPool, the pool holds ``num_envs`` envs and hands them out ``batch_size`` at a
 time, in the order their results arrive, so a slow env does not hold the others back.
-The unit of stepping is a worker's block of envs (one :class:`~marl_vec.group.EnvGroup`
-steps its whole block over shared memory), so ``batch_size`` must be ``num_envs`` (the
+The unit of stepping is a worker's (or Ray actor's) block of envs (one
+:class:`~marl_vec.group.EnvGroup` steps its whole block), so ``batch_size`` must be ``num_envs`` (the
 default: synchronous batches) or a multiple of the block size ``num_envs // num_workers``
 with ``num_envs`` divisible by ``num_workers``.
 
@@ -77,7 +77,7 @@ class AsyncPool:
         block = num_envs // num_workers
         whole = batch_size == num_envs  # any blocks: every worker per batch
         if (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs
-                or (not whole and (num_envs % num_workers or batch_size % block))):
+                or (not whole and (len({stop - start for start, stop in blocks}) != 1 or batch_size % block))):
             raise ValueError(
                 f"batch_size must be a multiple of the block size num_envs // num_workers = {num_envs}/{num_workers} "
                 f"in [1, num_envs={num_envs}], with num_envs divisible by num_workers (the pool steps whole worker "
