@@ -118,7 +118,7 @@ class AsyncPool:
             raise PoolNotReadyError(f"call reset() before {call}()")
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step the envs ``env_ids`` (exactly those of the last :meth:`recv`) with ``actions``."""
+        """Step the envs ``env_ids`` (received by :meth:`recv`, not sent since; whole batches) with ``actions``."""
         self._pool_check("send")
         ids = [int(i) for i in np.asarray(env_ids).reshape(-1).tolist()]
         owed = [w for w in self._pool_owed if self._pool_blocks[w][0] in ids]
