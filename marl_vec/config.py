@@ -78,6 +78,8 @@ class VecConfig(_Strict):
     restart_on_error: int = Field(default=0, ge=0)
     # The reward array's dtype; None: the family's (float64 for gymnasium envs, else float32).
     reward_dtype: Optional[Literal["float32", "float64"]] = None
+    # Envs per recv() of the async pool (subproc and ray backends; None: num_envs, synchronous).
+    batch_size: Optional[int] = Field(default=None, ge=1)
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -205,10 +207,12 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
     if vec.reward_dtype is not None:
         kwargs["reward_dtype"] = vec.reward_dtype
     if vec.backend == "subproc":
-        kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method))
-                       if v is not None})
+        kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method),
+                                         ("batch_size", vec.batch_size)) if v is not None})
     elif vec.backend == "ray":
         ray_config = vec.ray.model_dump()
+        if vec.batch_size is not None:
+            kwargs["batch_size"] = vec.batch_size
         if vec.start_method is not None:
             raise ConfigError("vec.start_method applies to the subproc backend; Ray starts its own workers")
         if vec.num_workers is not None:
@@ -222,6 +226,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
         for key in ("num_workers", "start_method"):
             if getattr(vec, key) is not None:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
+        if vec.batch_size is not None:
+            raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc and ray backends, not to backend {vec.backend!r}")
     return kwargs
 
 

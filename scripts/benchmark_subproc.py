@@ -12,6 +12,9 @@ cores the ceiling of a process backend is about 2.0x):
   SuperSuit ``concat_vec_envs_v1`` (2 processes), and the memory (PSS) of each
   process tree;
 - CartPole-v1 x 64: plain loop, SubprocVecEnv (2 workers), gymnasium ``AsyncVectorEnv``;
+- ``--cases pool``: the async pool (``send``/``recv``, batches of 8 of 16 envs) against
+  synchronous steps, with a policy that costs as much CPU as the step (mpe2), and on
+  Football academy_3_vs_1_with_keeper (when gfootball is installed);
 - ALE Pong x 8 (standard preprocessing): plain loop, SubprocVecEnv (2 workers),
   ``AsyncVectorEnv``; only when ``marl_vec.envs.atari`` and ale-py are installed.
 
@@ -35,6 +38,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -281,6 +285,86 @@ def pong(seconds: float, lines: list[str]) -> None:
     ], steps=max(20, int(50 * seconds)))
 
 
+def busy(cpu_seconds: float) -> None:
+    """A policy's cost: spin for ``cpu_seconds`` of this process's CPU time."""
+    end = time.process_time() + cpu_seconds
+    while time.process_time() < end:
+        pass
+
+
+def pool_step_cost(fns: list, steps: int = 50) -> float:
+    """CPU seconds one step of one env costs, measured in this process."""
+    with mv.DummyVecEnv(fns[:4]) as venv:
+        venv.reset()
+        zeros = np.zeros((4, venv.spec.n_agents), dtype=np.int64)
+        start = time.process_time()
+        for _ in range(steps):
+            venv.step(zeros)
+        return (time.process_time() - start) / (steps * 4)
+
+
+def pool_candidates(fns: list, batch: int, policy_cost: float, actions: np.ndarray) -> list[Candidate]:
+    """Synchronous SubprocVecEnv against the async pool, both paying ``policy_cost`` CPU s
+    per env per step for the policy; one "batch step" is len(fns) env-steps in both."""
+    n = len(fns)
+
+    def sync_build():
+        venv = mv.SubprocVecEnv(fns, num_workers=2)
+        venv.reset()
+
+        def step(a):
+            busy(policy_cost * n)
+            venv.step(a)
+        return step, venv.close
+
+    def pool_build():
+        venv = mv.SubprocVecEnv(fns, num_workers=2, batch_size=batch)
+        venv.reset()
+
+        def step(a):
+            for _ in range(n // batch):
+                r = venv.recv()
+                busy(policy_cost * batch)  # the other blocks step meanwhile
+                venv.send(a[r.env_ids], r.env_ids)
+        return step, venv.close
+
+    return [candidate("SubprocVecEnv sync", sync_build, actions),
+            candidate(f"SubprocVecEnv pool (batch {batch})", pool_build, actions)]
+
+
+def pool(seconds: float, lines: list[str]) -> None:
+    """The async pool (send/recv) against synchronous steps when the policy costs as much
+    as the step: mpe2 simple_spread x 16, 2 workers, batches of 8."""
+    from mpe2 import simple_spread_v3
+
+    n, batch = 16, 8
+    spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
+    fns = [spread] * n
+    cost = pool_step_cost(fns)
+    actions = np.random.default_rng(0).integers(1, 5, size=(256, n, 3))
+    cases = pool_candidates(fns, batch, cost, actions)
+    measure(cases, n, seconds)
+    lines += report(f"async pool: mpe2 simple_spread x {n}, 2 workers, policy {cost * 1e6:.0f} us CPU per env "
+                    f"(= one env step), load {os.getloadavg()[0]:.2f}", cases, baseline="SubprocVecEnv sync")
+    if importlib.util.find_spec("gfootball") is None:
+        print("async pool, Football: skipped (gfootball is not installed)", flush=True)
+        return
+    from marl_vec.envs.registry import make_env_fn
+
+    football = [make_env_fn("football", "academy_3_vs_1_with_keeper", {})] * n
+    from marl_vec.envs.registry import as_adapter
+
+    probe = as_adapter(football[0]())
+    agents, n_actions = probe.spec.n_agents, probe.spec.n_actions
+    probe.close()
+    cost = 0.0
+    actions = np.random.default_rng(0).integers(0, n_actions, size=(64, n, agents))
+    cases = pool_candidates(football, batch, cost, actions)
+    measure(cases, n, seconds)
+    lines += report(f"async pool: Football academy_3_vs_1_with_keeper x {n}, 2 workers, no policy cost, "
+                    f"load {os.getloadavg()[0]:.2f}", cases, baseline="SubprocVecEnv sync")
+
+
 class _AtariMaker:
     """A picklable maker of the same gymnasium chain the atari adapter wraps."""
 
@@ -296,7 +380,8 @@ class _AtariMaker:
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0, help="time per candidate per case (split over 5 rounds)")
-    parser.add_argument("--cases", default="spread,cartpole,pong", help="comma-separated subset of spread,cartpole,pong")
+    parser.add_argument("--cases", default="spread,cartpole,pong",
+                        help="comma-separated subset of spread,cartpole,pong,pool (pool: the async pool, send/recv)")
     parser.add_argument("--memory-of", choices=MEMORY_CANDIDATES, help=argparse.SUPPRESS)
     parser.add_argument("--num-envs", type=int, default=32, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -305,7 +390,7 @@ def main(argv: list[str] | None = None) -> list[str]:
         return []
     lines: list[str] = []
     chosen = set(args.cases.split(","))
-    for name, case in (("spread", simple_spread), ("cartpole", cartpole), ("pong", pong)):
+    for name, case in (("spread", simple_spread), ("cartpole", cartpole), ("pong", pong), ("pool", pool)):
         if name in chosen:
             case(args.seconds, lines)
     return lines

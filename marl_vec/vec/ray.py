@@ -49,6 +49,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
+from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
 from marl_vec.vec.worker import STEP
@@ -83,7 +84,7 @@ class _Lost:
         self.error = error
 
 
-class RayVecEnv(VecEnv):
+class RayVecEnv(AsyncPool, VecEnv):
     """Runs ``len(env_fns)`` envs in Ray actors, a contiguous block per actor.
 
     Args:
@@ -112,6 +113,8 @@ class RayVecEnv(VecEnv):
             an option may be given here or as a keyword, not both.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
+            multiple of the actors' block size (see :mod:`marl_vec.vec.pool`).
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class RayVecEnv(VecEnv):
         transport: str = "auto",
         ray_config: Mapping[str, Any] | None = None,
         reward_dtype: str | None = None,
+        batch_size: int | None = None,
     ):
         if not env_fns:
             raise ValueError("RayVecEnv needs at least one env_fn")
@@ -183,6 +187,7 @@ class RayVecEnv(VecEnv):
             bounds = np.linspace(0, num_envs, workers + 1).astype(int).tolist() if opts["envs_per_worker"] is None \
                 else [min(i * opts["envs_per_worker"], num_envs) for i in range(workers + 1)]
             self.blocks = [range(bounds[w], bounds[w + 1]) for w in range(workers)]
+            self._init_pool(batch_size, num_envs, [(b.start, b.stop) for b in self.blocks])
             group_kwargs = {"restart_on_error": restart_on_error} if restart_on_error else {}
             self._actor_cls = ray.remote(GroupHost).options(
                 num_cpus=per,
@@ -508,6 +513,7 @@ class RayVecEnv(VecEnv):
         for w, ids in zip(workers, locals_):
             self._send(w, "reset", (seed, ids))
         results = self._receive(workers, "reset")
+        self._pool_restart()
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for w in workers:
             start = self.blocks[w].start
@@ -535,7 +541,59 @@ class RayVecEnv(VecEnv):
             block_infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
             for j, info in block_infos.items():
                 infos[start + j] = info
+        self._pool_restart()
         return infos
+
+    def _check_idle(self, call: str) -> None:
+        self._check_open()
+        self._pool_drain()  # pool steps in flight finish first; their results are dropped
+        super()._check_idle(call)
+
+    # -- the async pool (marl_vec.vec.pool) -----------------------------------------
+
+    def _pool_check_usable(self) -> None:
+        self._check_alive(range(len(self.actors)))
+
+    def _pool_go(self, w: int) -> None:
+        self._check_alive([w])
+        self._send(w, "step", (self._act[w],))
+
+    def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
+        links, refs = self._links, self._refs
+        # A link whose send failed (ref None) has its answer: its death, read by _receive.
+        failed = [w for w in flying if links[w] is not None and w in refs and refs[w] is None]
+        if failed:
+            return failed
+        linked = {links[w].conn: w for w in flying if links[w] is not None}
+        remote = {refs[w].hex(): w for w in flying if links[w] is None}
+        ray = ray_module()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # One kind of actor: wait on it alone; both kinds: poll each in short slices.
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            wait = remaining if not (linked and remote) else min(0.005, remaining if remaining is not None else 0.005)
+            answered = []
+            if linked:
+                answered += [linked[c] for c in _wait_any(list(linked), wait if not remote else 0.0)]
+            if remote:
+                pending = [refs[w] for w in remote.values()]
+                ready, _ = ray.wait(pending, num_returns=1, timeout=wait)
+                if ready:
+                    ready, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
+                answered += [remote[r.hex()] for r in ready]
+            if answered or (remaining is not None and remaining <= 0):
+                return answered
+
+    def _pool_answer(self, w: int) -> dict[int, dict] | None:
+        result = self._receive([w], "step", replace=True)[w]
+        return self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
+
+    def _pool_timed_out(self, flying: list[int]) -> None:
+        err = RayWorkerError(f"{self._where(flying[0])} did not answer step within {self.timeout:g} s; "
+                             "raise `timeout` if its envs are slow", flying[0], self.blocks[flying[0]])
+        for w in flying:  # a late answer would be read as the next command's
+            self._dead[w] = err
+        raise err
 
     def _per_actor(self, method: str, indices: list[int], *args: Any, values: list[Any] | None = None) -> list[Any]:
         by_actor = self._owner(indices)

@@ -49,9 +49,10 @@ from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.worker import STEP, decode, worker_main
 
-__all__ = ["SubprocVecEnv", "WorkerError", "WorkerDiedError", "default_start_method"]
+__all__ = ["SubprocVecEnv", "PoolStepResult", "WorkerError", "WorkerDiedError", "default_start_method"]
 
 _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
@@ -96,7 +97,7 @@ def _describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-class SubprocVecEnv(VecEnv):
+class SubprocVecEnv(AsyncPool, VecEnv):
     """Runs ``len(env_fns)`` envs in ``num_workers`` processes over shared memory.
 
     Args:
@@ -120,7 +121,10 @@ class SubprocVecEnv(VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see :mod:`marl_vec.state`).
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
+            multiple of ``num_envs // num_workers`` (see :mod:`marl_vec.vec.pool`).
     """
+
 
     def __init__(
         self,
@@ -137,6 +141,7 @@ class SubprocVecEnv(VecEnv):
         timeout: float | None = 300.0,
         close_timeout: float = 10.0,
         reward_dtype: str | None = None,
+        batch_size: int | None = None,
     ):
         env_fns = list(env_fns)
         if not env_fns:
@@ -167,6 +172,7 @@ class SubprocVecEnv(VecEnv):
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
         self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
+        self._init_pool(batch_size, num_envs, self._blocks)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._pending = [False] * num_workers  # per worker: an answer is owed
@@ -388,6 +394,7 @@ class SubprocVecEnv(VecEnv):
         else:
             per_worker = {w: (seed, local) for w, local in self._per_worker(env_ids).items()}
         replies = self._command("reset", per_worker)
+        self._pool_restart()
         return self._gather_infos(replies)
 
     def _gather_infos(self, replies: dict[int, Any]) -> list[dict[str, Any]]:
@@ -423,6 +430,7 @@ class SubprocVecEnv(VecEnv):
             start = self._blocks[w][0]
             for j, info in self._replace_worker(w, reply.what).items():
                 infos[start + j] = info
+        self._pool_restart()
         return infos
 
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
@@ -451,6 +459,37 @@ class SubprocVecEnv(VecEnv):
         self.worker_pids[w] = self._procs[w].pid
         return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
                                    {"error": what, "worker_restarts": restarts})
+
+    def _check_idle(self, call: str) -> None:
+        self._check_open()
+        self._pool_drain()  # pool steps in flight finish first; their results are dropped
+        super()._check_idle(call)
+
+    # -- the async pool (marl_vec.vec.pool) ---------------------------------------
+
+    def _pool_check_usable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+
+    def _pool_go(self, w: int) -> None:
+        self._send(w, STEP, "step")
+
+    def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
+        conns, procs = self._conns, self._procs
+        ready = _wait_any([conns[w] for w in flying] + [procs[w].sentinel for w in flying], timeout)
+        return [w for w in flying if conns[w] in ready or procs[w].sentinel in ready]
+
+    def _pool_answer(self, w: int) -> dict[int, dict] | None:
+        reply = self._collect("step", [w], replace=True)[w]  # answered: returns at once
+        return self._replace_worker(w, reply.what) if isinstance(reply, _Lost) else reply
+
+    def _pool_timed_out(self, flying: list[int]) -> None:
+        self._broken = WorkerError(
+            "step", flying[0], None,
+            f"worker(s) {', '.join(map(str, flying))} did not answer 'step' within timeout={self.timeout} s; "
+            "close() this SubprocVecEnv (it kills them)",
+        )
+        raise self._broken
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
