@@ -48,6 +48,20 @@ def ray_cluster(tmp_path_factory):
     yield from start_ray_cluster(tmp_path_factory)
 
 
+def backend_fixture(names: Sequence[str]) -> Any:
+    """A fixture over backend ``names`` that starts the module's Ray cluster (the
+    ``ray_cluster`` fixture, which the module must import) before a Ray backend:
+    ``backend = backend_fixture(PROCESS_BACKENDS)``."""
+
+    @pytest.fixture(params=list(names))
+    def backend(request: pytest.FixtureRequest) -> str:
+        if request.param.startswith("ray-"):
+            request.getfixturevalue("ray_cluster")
+        return request.param
+
+    return backend
+
+
 def make(name: str, fns: Sequence[Callable[[], Any]], num_workers: int = 2, **kwargs: Any) -> mv.VecEnv:
     """A VecEnv of backend ``name``: ``num_workers`` processes or actors (ignored by dummy),
     as even blocks of ``fns``. Ray needs a running cluster (see the module docstring)."""

@@ -18,22 +18,14 @@ from marl_vec.errors import WorkerError
 from marl_vec.vec.pool import PoolNotReadyError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests import backends
+from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 from tests.test_subproc_cleanup import gone
 
 STEPS = 9  # per env: crosses an episode end (episode_len 6) and an agent's death
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from backends.start_ray_cluster(tmp_path_factory)
-
-
-@pytest.fixture(params=backends.PROCESS_BACKENDS)
-def backend(request):
-    if request.param.startswith("ray"):
-        request.getfixturevalue("cluster")
-    return request.param
+backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
 
 
 class DelayedEnv(DyingAgentEnv):

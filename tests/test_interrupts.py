@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests import backends
+from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.scripted_envs import SlowDyingAgentEnv, SlowRecordingEnv
 
 # Two envs per worker: the second reads its action only after the first's 0.4 s step,
@@ -21,16 +22,7 @@ from tests.scripted_envs import SlowDyingAgentEnv, SlowRecordingEnv
 FNS = [functools.partial(SlowRecordingEnv, delay=0.4)] * 4
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from backends.start_ray_cluster(tmp_path_factory)
-
-
-@pytest.fixture(params=backends.PROCESS_BACKENDS)
-def backend(request):
-    if request.param.startswith("ray"):
-        request.getfixturevalue("cluster")
-    return request.param
+backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
 
 
 def _interrupt(*_):

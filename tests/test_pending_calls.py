@@ -11,6 +11,7 @@ import pytest
 import marl_vec as mv
 from marl_vec.errors import AlreadyPendingCallError
 from tests import backends
+from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.scripted_envs import SlowRecordingEnv
 
 FNS = [functools.partial(SlowRecordingEnv, delay=0.05)] * 2
@@ -25,16 +26,7 @@ CALLS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    yield from backends.start_ray_cluster(tmp_path_factory)
-
-
-@pytest.fixture(params=backends.BACKENDS)
-def backend(request):
-    if request.param.startswith("ray"):
-        request.getfixturevalue("cluster")
-    return request.param
+backend = backends.backend_fixture(backends.BACKENDS)
 
 
 def test_calls_while_a_step_is_pending_raise_and_the_step_stays_collectable(backend):
