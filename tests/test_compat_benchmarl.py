@@ -32,22 +32,8 @@ from torchrl.envs import PettingZooWrapper  # noqa: E402
 from marl_vec.compat.benchmarl import MarlVecTask  # noqa: E402
 
 SPREAD_PZ = {"task": "simple_spread_v3", "max_cycles": 25, "N": 3, "local_ratio": 0.5}
-SPREAD = {"env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3",
-                  "kwargs": {"N": 3, "max_cycles": 25, "local_ratio": 0.5, "continuous_actions": False}}}
-
-
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    # TorchRL's SerialEnv, on closing, raises torch's thread count to its value at
-    # torchrl's import (torchrl._THREAD_POOL_INIT); held at one thread, every run sums
-    # floats in the same order.
-    import torchrl
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setattr(torchrl, "_THREAD_POOL_INIT", 1)
-    yield
-    torch.set_num_threads(threads)
+# The same config and the same one-thread rule (an autouse fixture) as the TorchRL face's tests.
+from tests.test_compat_torchrl import SPREAD, _one_thread  # noqa: E402, F401
 
 
 class Mpe2SimpleSpread(PettingZooClass):
