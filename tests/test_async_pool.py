@@ -212,7 +212,9 @@ def test_close_with_steps_in_flight_leaves_nothing():
 
 
 def test_dead_worker_in_flight_is_replaced():
-    fns = [lambda: DyingAgentEnv()] * 4
+    # Worker 1's envs take 1 s a step, so the kill surely lands while its block is
+    # in flight (a fast block may already have answered before the kill).
+    fns = [lambda: DelayedEnv(0.0)] * 2 + [lambda: DelayedEnv(1.0)] * 2
     with SubprocVecEnv(fns, num_workers=2, batch_size=2, restart_on_error=1) as venv:
         venv.reset()
         for _ in range(2):
