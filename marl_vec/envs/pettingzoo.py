@@ -512,6 +512,14 @@ def _write_multi_discrete_mask(avail: np.ndarray, mask: Any, nvec: tuple[int, ..
         avail[c, :n] = part[:n]
 
 
+def pettingzoo_adapter(env: Any) -> PettingZooAdapter:
+    """The adapter for a PettingZoo ``ParallelEnv``: magent2's envs step through their
+    engine (:mod:`marl_vec.envs.magent_engine`, same results, less work), others generically."""
+    from marl_vec.envs.magent_engine import MAgentAdapter, engine_path_applies
+
+    return MAgentAdapter(env) if engine_path_applies(env) else PettingZooAdapter(env)
+
+
 def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     """The ``pettingzoo`` family: ``env_id`` names a module with ``parallel_env``.
 
@@ -521,4 +529,4 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
     if not hasattr(module, "parallel_env"):
         raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
-    return PettingZooAdapter(module.parallel_env(**kwargs))
+    return pettingzoo_adapter(module.parallel_env(**kwargs))

@@ -83,9 +83,9 @@ def as_adapter(env: Any) -> MultiAgentEnv:
     import pettingzoo
 
     if isinstance(env, pettingzoo.ParallelEnv):
-        from marl_vec.envs.pettingzoo import PettingZooAdapter
+        from marl_vec.envs.pettingzoo import pettingzoo_adapter
 
-        return PettingZooAdapter(env)
+        return pettingzoo_adapter(env)
     if isinstance(env, pettingzoo.AECEnv):
         raise TypeError(
             f"{type(env).__name__} is a PettingZoo AEC env; pass its parallel version "
