@@ -32,6 +32,7 @@ from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
+from marl_vec.vec.copies import Recycler, fresh_zeros
 
 REWARD_DTYPES = ("float32", "float64")
 
@@ -126,6 +127,10 @@ class VecEnv(ABC):
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
         self._obs_is_tree = spec.obs_is_tree
         self._final_layout: list[tuple[tuple[int, ...], np.dtype] | None] | None = None  # see _final_copies
+        # copy=True: the copies of the large fields reuse the memory of earlier ones
+        # the caller dropped (see marl_vec/vec/copies.py).
+        self._obs_copies, self._state_copies = Recycler(), Recycler()
+        self._final_obs_copies, self._final_state_copies = Recycler(), Recycler()
         action = spec.action
         A = spec.n_agents
         # Read at every step by the validation.
@@ -520,8 +525,8 @@ class VecEnv(ABC):
             obs = spaces.tree_map(_copy, buf.obs)
             state = None if buf.state is None else spaces.tree_map(_copy, buf.state)
         else:
-            obs = buf.obs.copy()
-            state = None if buf.state is None else buf.state.copy()
+            obs = self._obs_copies.copy(buf.obs)
+            state = None if buf.state is None else self._state_copies.copy(buf.state)
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -534,9 +539,9 @@ class VecEnv(ABC):
         """Copies of ``final_*``, or where no env finished, fresh zeros.
 
         ``final_*`` are valid only where an env finished. On the many steps where
-        none did, ``np.zeros`` is cheaper than a copy: it takes zeroed pages from
-        the allocator (calloc) without touching them, which for pixel observations
-        is most of the difference.
+        none did, zeros are cheaper than a copy: large ones are pages the kernel
+        supplies on first touch (``fresh_zeros``), which for pixel observations is
+        most of the difference.
         """
         avail = buf.final_avail_actions
         if self._obs_is_tree:
@@ -545,13 +550,14 @@ class VecEnv(ABC):
                     None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
                     None if avail is None else fresh(avail))
         if any_done:
-            return (buf.final_obs.copy(), None if buf.final_state is None else buf.final_state.copy(),
+            return (self._final_obs_copies.copy(buf.final_obs),
+                    None if buf.final_state is None else self._final_state_copies.copy(buf.final_state),
                     None if avail is None else avail.copy())
         if self._final_layout is None:  # shapes and dtypes, read once: this runs on most steps
             self._final_layout = [None if a is None else (a.shape, a.dtype)
                                   for a in (buf.final_obs, buf.final_state, avail)]
         obs_layout, state_layout, avail_layout = self._final_layout
-        return (np.zeros(*obs_layout), None if state_layout is None else np.zeros(*state_layout),
+        return (fresh_zeros(*obs_layout), None if state_layout is None else fresh_zeros(*state_layout),
                 None if avail_layout is None else np.zeros(*avail_layout))
 
 
