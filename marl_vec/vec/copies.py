@@ -34,8 +34,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import math
 import mmap
 import sys
+from typing import Any, Callable
 
 import numpy as np
 
@@ -85,14 +88,33 @@ class Recycler:
         return out
 
 
-def fresh_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def copier_for(array: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    """How copies of ``array`` (a buffer field) are made: a :class:`Recycler` for large
+    ones, else ``ndarray.copy`` (the allocator is the cheapest way for small ones)."""
+    if array is not None and array.nbytes >= LARGE:
+        return Recycler().copy
+    return np.ndarray.copy
+
+
+def fresh_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """Writable zeros of their own memory; large ones untouched until written.
 
     ``np.zeros`` of a large array may be served from memory the allocator kept
     (a freed copy), which it must then clear: a full write per call.
     """
+    return zeros_maker(shape, dtype)()
+
+
+def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
+    """A function giving :func:`fresh_zeros` of ``shape`` and ``dtype`` (decided once,
+    for a caller that needs them at every step)."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
+    shape = tuple(int(d) for d in shape)
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < LARGE:
-        return np.zeros(shape, dtype)
+        return functools.partial(np.zeros, shape, dtype)
+    return functools.partial(_mapped_zeros, shape, dtype, nbytes)
+
+
+def _mapped_zeros(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, nbytes), dtype).reshape(shape)
