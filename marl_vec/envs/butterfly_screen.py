@@ -109,8 +109,6 @@ class ScreenAdapter(PettingZooAdapter):
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
-        import pygame  # noqa: F401 - these envs draw with it
-
         layout = _screen_layout(self.env.unwrapped, self.agent_ids)
         assert layout is not None  # screen_path_applies chose this adapter
         self._screen, self._crops = layout
