@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.envs import butterfly_screen, magent_engine
+from marl_vec.envs import butterfly_screen, magent_engine, pettingzoo_family
 from marl_vec.envs.butterfly_screen import ScreenAdapter
 from marl_vec.envs.magent_engine import MAgentAdapter
-from marl_vec.envs.pettingzoo import PettingZooAdapter, pettingzoo_adapter
+from marl_vec.envs.pettingzoo import PettingZooAdapter
+from marl_vec.envs.pettingzoo_family import pettingzoo_adapter
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning",
                                         "ignore::UserWarning")
@@ -91,7 +92,7 @@ def _play(fast: bool, module, env_fn, actions_of, steps: int, **venv_kwargs) -> 
     with pytest.MonkeyPatch.context() as m:
         if not fast:
             check = "engine_path_applies" if module is magent_engine else "screen_path_applies"
-            m.setattr(module, check, lambda env: False)
+            m.setattr(pettingzoo_family, check, lambda env: False)
         with mv.DummyVecEnv([env_fn] * 2, env_seed=5, **venv_kwargs) as venv:
             adapter = venv.group.adapters[0]
             assert (type(adapter) is not PettingZooAdapter) == fast

@@ -48,7 +48,6 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.envs.extras import require
 from marl_vec.envs.gym import action_spec_of
 from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 
@@ -522,29 +521,3 @@ def _write_multi_discrete_mask(avail: np.ndarray, mask: Any, nvec: tuple[int, ..
             parts = [array[bounds[c]:bounds[c + 1]] for c in range(len(nvec))]
     for c, (n, part) in enumerate(zip(nvec, parts)):
         avail[c, :n] = part[:n]
-
-
-def pettingzoo_adapter(env: Any) -> PettingZooAdapter:
-    """The adapter for a PettingZoo ``ParallelEnv``: the same results, with less work for
-    magent2's envs (stepped through their engine, :mod:`marl_vec.envs.magent_engine`) and
-    pistonball and cooperative_pong (the screen read once, :mod:`marl_vec.envs.butterfly_screen`)."""
-    from marl_vec.envs.butterfly_screen import ScreenAdapter, screen_path_applies
-    from marl_vec.envs.magent_engine import MAgentAdapter, engine_path_applies
-
-    if engine_path_applies(env):
-        return MAgentAdapter(env)
-    if screen_path_applies(env):
-        return ScreenAdapter(env)
-    return PettingZooAdapter(env)
-
-
-def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
-    """The ``pettingzoo`` family: ``env_id`` names a module with ``parallel_env``.
-
-    For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
-    ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
-    """
-    module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
-    if not hasattr(module, "parallel_env"):
-        raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
-    return pettingzoo_adapter(module.parallel_env(**kwargs))
