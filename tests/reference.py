@@ -10,68 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 
-def pettingzoo_plain_loop(env_fns, seed: int, actions: np.ndarray, obs_size: int | None = None):
-    """Run ParallelEnvs; ``actions`` is (T, E, A). Returns a dict of (T, E, A, ...) arrays.
+def pettingzoo_plain_loop(env_fns, seed: int, actions: np.ndarray):
+    """:func:`pettingzoo_reference` for envs whose agents share one observation shape
+    and that have a ``state_space``: the shapes are read from a first env.
 
-    Agents missing from the env's dicts (dead) get zero obs and reward; their flags
-    stay as the env last said.
+    ``actions`` is (T, E, A). Returns a dict of (T, E, A, ...) arrays.
     """
-    envs = [fn() for fn in env_fns]
-    agents = list(envs[0].possible_agents)
-    T, E, A = actions.shape[:3]
-    obs_list = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
-    first_obs = np.stack([_obs_row(o, agents) for o in obs_list])
-    first_state = np.stack([env.state() for env in envs])
-    rec = {k: [] for k in ("obs", "state", "reward", "terminated", "truncated", "done", "mask", "final_obs", "final_state")}
-    flags = [(np.zeros(A, bool), np.zeros(A, bool)) for _ in envs]
-    for t in range(T):
-        step = {k: [] for k in rec}
-        for i, env in enumerate(envs):
-            live = list(env.agents)
-            act = {a: actions[t, i, agents.index(a)] for a in live}
-            if np.issubdtype(actions.dtype, np.integer):
-                act = {a: int(v) for a, v in act.items()}
-            obs, rew, term, trunc, _ = env.step(act)
-            terminated, truncated = flags[i]
-            for a in act:
-                j = agents.index(a)
-                terminated[j] = bool(term.get(a, False))
-                truncated[j] = bool(trunc.get(a, False))
-            reward = np.array([rew.get(a, 0.0) if a in act else 0.0 for a in agents], np.float32)
-            o = _obs_row(obs, agents)
-            s = env.state()
-            done = not env.agents
-            step["final_obs"].append(o)
-            step["final_state"].append(s)
-            step["reward"].append(reward)
-            step["terminated"].append(terminated.copy())
-            step["truncated"].append(truncated.copy())
-            step["done"].append(done)
-            if done:
-                obs, _ = env.reset()
-                o = _obs_row(obs, agents)
-                s = env.state()
-                flags[i] = (np.zeros(A, bool), np.zeros(A, bool))
-            step["obs"].append(o)
-            step["state"].append(s)
-            step["mask"].append(np.array([a in env.agents for a in agents]))
-        for k in rec:
-            rec[k].append(np.stack(step[k]))
-    for env in envs:
-        env.close()
-    out = {k: np.stack(v) for k, v in rec.items()}
-    out["first_obs"], out["first_state"] = first_obs, first_state
-    return out
-
-
-def _obs_row(obs: dict, agents: list) -> np.ndarray:
-    """Agents in ``obs`` get theirs (also at the step they die); others zeros."""
-    some = next(iter(obs.values()))
-    row = np.zeros((len(agents), *np.shape(some)), dtype=np.asarray(some).dtype)
-    for j, a in enumerate(agents):
-        if a in obs:
-            row[j] = obs[a]
-    return row
+    env = env_fns[0]()
+    obs_shape = tuple(env.observation_space(env.possible_agents[0]).shape)
+    state_shape = tuple(env.state_space.shape)
+    env.close()
+    return pettingzoo_reference(env_fns, seed, actions, obs_shape, state_shape)
 
 
 def _own_part(action: np.ndarray, space) -> np.ndarray:
@@ -88,7 +37,10 @@ def _own_part(action: np.ndarray, space) -> np.ndarray:
 def pettingzoo_reference(env_fns, seed: int, actions: np.ndarray, obs_shape: tuple, state_shape: tuple):
     """The plain loop of README's promises, for any ParallelEnv of the breadth matrix.
 
-    Like :func:`pettingzoo_plain_loop`, and also: observations zero-padded to
+    Each env is reset with ``seed + i``, stepped with ``actions`` (T, E, A), and
+    reset as soon as every agent left. Agents missing from the env's dicts (dead)
+    get zero obs and reward; their flags stay as the env last said. Also:
+    observations zero-padded to
     ``obs_shape`` (flattened first where agents' ranks differ); the state of
     ``state="auto"``: ``env.state()`` where the env has a ``state_space`` (zeros on a
     step where it raises), else the padded observations concatenated; the agent

@@ -94,6 +94,12 @@ CASES = [
          deaths=True, state_fails=True),
     Case("magent2.environments.gather_v5", {"max_cycles": 15}, steps=20, attack_from=13, deaths=True),
     Case("magent2.environments.tiger_deer_v4", {"map_size": 10, "max_cycles": 300}, steps=110, state_fails=True),
+    # magent2's optional observation features (tiled after the view; extra_features also in the state).
+    Case("magent2.environments.battle_v4", {"map_size": 15, "max_cycles": 60, "minimap_mode": True,
+                                            "extra_features": True}, steps=60, attack_from=13),
+    Case("magent2.environments.adversarial_pursuit_v4", {"map_size": 10, "max_cycles": 15, "minimap_mode": True},
+         steps=20),
+    Case("magent2.environments.gather_v5", {"max_cycles": 15, "extra_features": True}, steps=20, attack_from=13),
     *atari_cases(),
 ]
 

@@ -8,6 +8,7 @@ writable zeros, not shared read-only arrays.
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import gymnasium as gym
 import numpy as np
@@ -70,3 +71,56 @@ def test_copy_false_returns_the_buffers_themselves():
         r = venv.reset()
         # Documented: without copies, state is the observations' memory.
         assert np.shares_memory(r.state, r.obs) and r.obs is venv.buffers.obs
+
+
+def _pistonball():
+    from pettingzoo.butterfly import pistonball_v6
+
+    return pistonball_v6.parallel_env(n_pistons=4, continuous=False, max_cycles=6)
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_large_copies_reuse_only_memory_nobody_references(backend):
+    """Large results (here 1.3 MB of pixels, 1.1 MB of state a step) are copied into
+    the memory of earlier results the caller dropped; a result, a view of one, or a
+    memoryview of one that the caller keeps is never written again."""
+    from marl_vec.vec.copies import LARGE
+
+    actions = np.ones((2, 4), np.int64)
+    with mv.make_vec([_pistonball] * 2, backend=backend) as venv:
+        first = venv.reset()
+        assert first.obs.nbytes >= LARGE and first.state.nbytes >= LARGE
+        kept = [first] + [venv.step(actions) for _ in range(8)]  # every one held: no reuse
+        assert any(r.done.any() for r in kept) and not all(r.done.any() for r in kept)
+        arrays = [(f"{t}:{name}", a) for t, r in enumerate(kept) for name, a in _arrays(r)]
+        for (name_a, a), (name_b, b) in itertools.combinations(arrays, 2):
+            assert not np.shares_memory(a, b), (name_a, name_b)
+        values = [{name: a.copy() for name, a in _arrays(r)} for r in kept]
+
+        # Parts of results kept through a view or a memoryview keep their values.
+        view, borrowed = kept[1].obs[1], memoryview(kept[2].state)
+        view_value, borrowed_value = view.copy(), np.asarray(borrowed).copy()
+        del kept[1:]
+        for _ in range(12):
+            venv.step(actions)
+        np.testing.assert_array_equal(view, view_value)
+        np.testing.assert_array_equal(np.asarray(borrowed), borrowed_value)
+        for name, a in _arrays(kept[0]):
+            np.testing.assert_array_equal(a, values[0][name], err_msg=name)
+        # A dropped result's memory is used again (what makes large copies cheap).
+        r = venv.step(actions)
+        obs, state = weakref.ref(r.obs), weakref.ref(r.state)
+        del r
+        again = venv.step(actions)
+        assert again.obs is obs() and again.state is state()
+
+
+def test_large_final_zeros_are_fresh_writable_and_independent():
+    from marl_vec.vec.copies import LARGE, fresh_zeros
+
+    shape = (LARGE // 4, 3)
+    a, b = fresh_zeros(shape, np.float32), fresh_zeros(shape, np.float32)
+    assert a.shape == shape and a.dtype == np.float32 and a.flags.writeable and a.flags.c_contiguous
+    assert not a.any() and not np.shares_memory(a, b)
+    a[...] = 1
+    assert not b.any() and a.all()

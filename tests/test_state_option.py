@@ -13,6 +13,7 @@ import marl_vec as mv
 from marl_vec.config import ConfigError, load_config
 from marl_vec.envs.pettingzoo import StateUnavailableError
 from marl_vec.errors import WorkerError
+from tests.backends import make_backend, ray_cluster  # noqa: F401 - ray_cluster: the module's Ray fixture
 from tests.scripted_envs import DyingAgentEnv
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -252,6 +253,31 @@ def test_none_on_ray_equals_dummy(transport):
             assert r.state is None and r.final_state is None
             for name in ("obs", "reward", "terminated", "truncated", "done", "agent_mask", "final_obs"):
                 np.testing.assert_array_equal(getattr(r, name), getattr(q, name), err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["ray-auto", "ray-ray"])
+@pytest.mark.parametrize("mode", ["none", "concat"])
+def test_ray_constructor_takes_state(backend, mode, request):
+    fn = multiwalker(max_cycles=20)
+    actions = walker_actions(30, 2)
+    with make_backend(backend, [fn] * 2, request, state=mode) as venv, mv.DummyVecEnv([fn] * 2, state=mode) as ref:
+        assert isinstance(venv, mv.RayVecEnv)
+        assert venv.spec.has_state is (mode == "concat") and venv.spec.state_shape == ref.spec.state_shape
+        for r, q in zip(run(venv, actions), run(ref, actions)):
+            for name in ("obs", "state", "final_obs", "final_state", "reward", "done", "agent_mask"):
+                np.testing.assert_array_equal(getattr(r, name), getattr(q, name), err_msg=name)
+            assert (r.state is None) is (mode == "none")
+
+
+def test_ray_refuses_an_unknown_state_mode_before_starting_a_cluster(monkeypatch):
+    import marl_vec.vec.ray as ray_backend
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(ray_backend, "acquire_session", no_cluster)
+    with pytest.raises(ValueError, match=r"unknown state mode 'global'; allowed: auto, env, concat, none"):
+        mv.RayVecEnv([DyingAgentEnv], state="global")
 
 
 def test_none_in_episode_batches():

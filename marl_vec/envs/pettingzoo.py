@@ -48,7 +48,6 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.envs.extras import require
 from marl_vec.envs.gym import action_spec_of
 from marl_vec.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 
@@ -411,15 +410,20 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, infos = self.env.reset(seed=seed)
+        return self._record_reset(obs, infos)
+
+    def _record_reset(self, obs: dict | None, infos: dict) -> dict[str, Any]:
+        """Write what a reset returned; ``obs`` None: a fast path wrote the observations."""
         # The row may still hold the last episode's flags (same_step keeps them for
         # the step that ended it); the first step of this episode starts afresh.
         self._fresh_episode = True
         self._look_for_masks(infos)
         self._obs_keys = None
-        self._write_obs(obs)
+        if obs is not None:
+            self._write_obs(obs)
         self._set_live(list(self.env.agents))
         if self._env_masks:
-            self._write_env_masks(obs, infos or {})
+            self._write_env_masks(obs or {}, infos or {})
         state_ok = self._write_state() if self._call_state else True
         return self._infos(infos, state_ok)
 
@@ -445,13 +449,20 @@ class PettingZooAdapter(NativeEnvAdapter):
         return dict(zip(self._live, [per_agent[i] for i in self._live_idx]))
 
     def step(self, actions: Any) -> dict[str, Any]:
-        row = self.row
         acted, acted_array = self._live, self._live_array
         obs, rewards, terms, truncs, infos = self.env.step(self._native_actions(actions))
+        return self._record_step(acted, acted_array, obs, rewards, terms, truncs, infos)
+
+    def _record_step(self, acted: list[str], acted_array: np.ndarray, obs: dict | None, rewards: dict,
+                     terms: dict, truncs: dict, infos: dict) -> dict[str, Any]:
+        """Write what a step of the agents ``acted`` returned; ``obs`` None: a fast
+        path wrote the observations."""
+        row = self.row
         if self._fresh_episode:
             self._look_for_masks(infos)
         live = self.env.agents
-        self._write_obs(obs)
+        if obs is not None:
+            self._write_obs(obs)
         reward, terminated, truncated = row.reward, row.terminated, row.truncated
         if self._fresh_episode:
             self._fresh_episode = False
@@ -486,7 +497,7 @@ class PettingZooAdapter(NativeEnvAdapter):
                 # The env ended; an agent it never flagged was cut off with it.
                 np.logical_or(truncated, ~(terminated | truncated), out=truncated)
         if self._env_masks:
-            self._write_env_masks(obs, infos)
+            self._write_env_masks(obs or {}, infos)
         state_ok = self._write_state() if self._call_state else True
         return self._infos(infos, state_ok)
 
@@ -510,15 +521,3 @@ def _write_multi_discrete_mask(avail: np.ndarray, mask: Any, nvec: tuple[int, ..
             parts = [array[bounds[c]:bounds[c + 1]] for c in range(len(nvec))]
     for c, (n, part) in enumerate(zip(nvec, parts)):
         avail[c, :n] = part[:n]
-
-
-def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
-    """The ``pettingzoo`` family: ``env_id`` names a module with ``parallel_env``.
-
-    For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
-    ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
-    """
-    module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
-    if not hasattr(module, "parallel_env"):
-        raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
-    return PettingZooAdapter(module.parallel_env(**kwargs))

@@ -40,7 +40,7 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family("gym", "marl_vec.envs.gym", "make_gym", None, "a gymnasium env id, e.g. CartPole-v1"),
         Family("atari", "marl_vec.envs.atari", "make_atari", "atari", "an ALE game, e.g. ALE/Pong-v5, or pettingzoo.atari.pong_v3"),
-        Family("pettingzoo", "marl_vec.envs.pettingzoo", "make_pettingzoo", "pettingzoo",
+        Family("pettingzoo", "marl_vec.envs.pettingzoo_family", "make_pettingzoo", "pettingzoo",
                "a PettingZoo env module, e.g. mpe2.simple_spread_v3"),
         Family("football", "marl_vec.envs.football", "make_football", "football",
                "a gfootball scenario, e.g. academy_3_vs_1_with_keeper"),
@@ -83,9 +83,9 @@ def as_adapter(env: Any) -> MultiAgentEnv:
     import pettingzoo
 
     if isinstance(env, pettingzoo.ParallelEnv):
-        from marl_vec.envs.pettingzoo import PettingZooAdapter
+        from marl_vec.envs.pettingzoo_family import pettingzoo_adapter
 
-        return PettingZooAdapter(env)
+        return pettingzoo_adapter(env)
     if isinstance(env, pettingzoo.AECEnv):
         raise TypeError(
             f"{type(env).__name__} is a PettingZoo AEC env; pass its parallel version "

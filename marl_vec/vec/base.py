@@ -32,6 +32,7 @@ from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
+from marl_vec.vec.copies import copier_for, zeros_maker
 
 REWARD_DTYPES = ("float32", "float64")
 
@@ -125,7 +126,10 @@ class VecEnv(ABC):
         self._agent_ids = spec.agents
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
         self._obs_is_tree = spec.obs_is_tree
-        self._final_layout: list[tuple[tuple[int, ...], np.dtype] | None] | None = None  # see _final_copies
+        self._final_zeros: list[Callable[[], np.ndarray] | None] | None = None  # see _final_copies
+        # copy=True: how obs, state, final_obs and final_state are copied, chosen at the
+        # first result (see copier_for: large ones reuse memory the caller dropped).
+        self._copiers: list[Callable[[np.ndarray], np.ndarray]] | None = None
         action = spec.action
         A = spec.n_agents
         # Read at every step by the validation.
@@ -520,8 +524,11 @@ class VecEnv(ABC):
             obs = spaces.tree_map(_copy, buf.obs)
             state = None if buf.state is None else spaces.tree_map(_copy, buf.state)
         else:
-            obs = buf.obs.copy()
-            state = None if buf.state is None else buf.state.copy()
+            copiers = self._copiers
+            if copiers is None:
+                copiers = self._copiers = [copier_for(a) for a in (buf.obs, buf.state, buf.final_obs, buf.final_state)]
+            obs = copiers[0](buf.obs)
+            state = None if buf.state is None else copiers[1](buf.state)
         final: tuple[Any, Any, Any] = (None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
@@ -534,9 +541,9 @@ class VecEnv(ABC):
         """Copies of ``final_*``, or where no env finished, fresh zeros.
 
         ``final_*`` are valid only where an env finished. On the many steps where
-        none did, ``np.zeros`` is cheaper than a copy: it takes zeroed pages from
-        the allocator (calloc) without touching them, which for pixel observations
-        is most of the difference.
+        none did, zeros are cheaper than a copy: large ones are pages the kernel
+        supplies on first touch (see :func:`marl_vec.vec.copies.zeros_maker`), which
+        for pixel observations is most of the difference.
         """
         avail = buf.final_avail_actions
         if self._obs_is_tree:
@@ -545,14 +552,15 @@ class VecEnv(ABC):
                     None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
                     None if avail is None else fresh(avail))
         if any_done:
-            return (buf.final_obs.copy(), None if buf.final_state is None else buf.final_state.copy(),
+            copiers = cast(list, self._copiers)  # set by _result before
+            return (copiers[2](buf.final_obs), None if buf.final_state is None else copiers[3](buf.final_state),
                     None if avail is None else avail.copy())
-        if self._final_layout is None:  # shapes and dtypes, read once: this runs on most steps
-            self._final_layout = [None if a is None else (a.shape, a.dtype)
-                                  for a in (buf.final_obs, buf.final_state, avail)]
-        obs_layout, state_layout, avail_layout = self._final_layout
-        return (np.zeros(*obs_layout), None if state_layout is None else np.zeros(*state_layout),
-                None if avail_layout is None else np.zeros(*avail_layout))
+        if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
+            self._final_zeros = [None if a is None else zeros_maker(a.shape, a.dtype)
+                                 for a in (buf.final_obs, buf.final_state, avail)]
+        obs_zeros, state_zeros, avail_zeros = self._final_zeros
+        return (obs_zeros(), None if state_zeros is None else state_zeros(),  # type: ignore[misc]
+                None if avail_zeros is None else avail_zeros())
 
 
 def _copy(array: np.ndarray) -> np.ndarray:

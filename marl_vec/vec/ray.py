@@ -48,6 +48,7 @@ from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
+from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
 from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
@@ -115,6 +116,8 @@ class RayVecEnv(AsyncPool, VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
             multiple of the actors' block size (see :mod:`marl_vec.vec.pool`).
+        state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
+            (see :mod:`marl_vec.state`), applied where the actors build their envs.
     """
 
     def __init__(
@@ -138,9 +141,11 @@ class RayVecEnv(AsyncPool, VecEnv):
         ray_config: Mapping[str, Any] | None = None,
         reward_dtype: str | None = None,
         batch_size: int | None = None,
+        state: str = "auto",
     ):
         if not env_fns:
             raise ValueError("RayVecEnv needs at least one env_fn")
+        env_fns = with_state(env_fns, state)  # an unknown mode fails before a cluster starts
         explicit = dict(address=address, num_workers=num_workers, envs_per_worker=envs_per_worker,
                         num_cpus_per_worker=num_cpus_per_worker, resources_per_worker=resources_per_worker,
                         temp_dir=temp_dir, timeout=timeout, transport=transport)

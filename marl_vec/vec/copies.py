@@ -1,0 +1,120 @@
+"""The arrays that ``copy=True`` results hand out: fresh for the caller, cheap for large ones.
+
+A copy into newly allocated memory costs more than the copy: the kernel zeroes
+each fresh page on its first write, and glibc returns large freed blocks to the
+kernel, so a batch of pixel or many-agent observations (megabytes per step) paid
+for its memory twice on every step. Measured on MAgent2 gather (4 envs, 8.9 MB
+of observations and 3.2 MB of state a step): 4.6 ms a step for the returned
+copies and zeros, 0.4 ms for the copies themselves.
+
+- :class:`Recycler` copies a buffer into the memory of an earlier copy of it
+  once the caller has dropped every reference to that copy (its views, and the
+  objects that borrow its memory such as memoryviews and ``torch.from_numpy``
+  tensors, all hold one), else into a new array. A result the caller still
+  holds is never written.
+- :func:`fresh_zeros` gives zeros that cost nothing until written: large ones
+  are anonymous memory maps, whose pages the kernel supplies (zeroed) on first
+  touch, never taken from memory a copy used.
+
+Arrays below :data:`LARGE` bytes are allocated as usual: for them the allocator
+is the cheapest way.
+
+Example:
+    >>> import numpy as np
+    >>> buffer, recycler = np.ones((512, 512)), Recycler()
+    >>> first = recycler.copy(buffer)
+    >>> second = recycler.copy(buffer)  # `first` is still referenced: new memory
+    >>> np.shares_memory(first, second)
+    False
+    >>> del first
+    >>> third = recycler.copy(buffer)   # reuses the memory `first` had
+    >>> fresh_zeros((512, 512), np.float64).any()
+    False
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import mmap
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+# Arrays of at least this many bytes are recycled, and their zeros memory-mapped.
+LARGE = 1 << 16
+
+
+def _references_of_unheld() -> int:
+    """``sys.getrefcount`` of an array referenced only by a list slot, read as
+    :meth:`Recycler.copy` reads it (interpreters differ in what the call adds)."""
+    held = [np.empty(1)]
+    return sys.getrefcount(held[0])
+
+
+_UNHELD = _references_of_unheld()
+
+
+class Recycler:
+    """Copies of one buffer field, reusing the memory of copies nobody references.
+
+    Args:
+        depth: earlier copies looked at, newest kept (a caller that keeps every
+            result, such as a rollout storing observations, gets new arrays, as
+            without recycling; two are enough for ``r = venv.step(a)``, which
+            holds the last result while the next is made).
+    """
+
+    def __init__(self, depth: int = 3):
+        self.depth = depth
+        self._held: list[np.ndarray] = []
+
+    def copy(self, src: np.ndarray) -> np.ndarray:
+        """A copy of ``src`` that shares memory with no array the caller can reach."""
+        if src.nbytes < LARGE:
+            return src.copy()
+        held = self._held
+        for i in range(len(held)):
+            if sys.getrefcount(held[i]) <= _UNHELD:
+                out = held[i]
+                if out.shape == src.shape and out.dtype == src.dtype:
+                    np.copyto(out, src)
+                    return out
+        out = src.copy()
+        if len(held) >= self.depth:
+            del held[0]
+        held.append(out)
+        return out
+
+
+def copier_for(array: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    """How copies of ``array`` (a buffer field) are made: a :class:`Recycler` for large
+    ones, else ``ndarray.copy`` (the allocator is the cheapest way for small ones)."""
+    if array is not None and array.nbytes >= LARGE:
+        return Recycler().copy
+    return np.ndarray.copy
+
+
+def fresh_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Writable zeros of their own memory; large ones untouched until written.
+
+    ``np.zeros`` of a large array may be served from memory the allocator kept
+    (a freed copy), which it must then clear: a full write per call.
+    """
+    return zeros_maker(shape, dtype)()
+
+
+def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
+    """A function giving :func:`fresh_zeros` of ``shape`` and ``dtype`` (decided once,
+    for a caller that needs them at every step)."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < LARGE:
+        return functools.partial(np.zeros, shape, dtype)
+    return functools.partial(_mapped_zeros, shape, dtype, nbytes)
+
+
+def _mapped_zeros(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype).reshape(shape)
