@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import re
+
 import gymnasium as gym
+
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode as GymAutoreset
@@ -153,20 +156,31 @@ def test_action_space_is_seeded_from_the_sub_envs_as_sync():
 
 def test_sub_envs_with_different_box_bounds_are_refused_as_by_sync():
     fns = [lambda: gym.make("Pendulum-v1"), lambda: gym.wrappers.RescaleObservation(gym.make("Pendulum-v1"), -1.0, 1.0)]
-    with pytest.raises(RuntimeError, match="observation spaces are not equivalent"):
+    sync_words = ("SyncVectorEnv(..., observation_mode='same') however the sub-environments observation spaces "
+                  "are not equivalent.")
+    with pytest.raises(RuntimeError, match=re.escape(sync_words)):
         gym.vector.SyncVectorEnv(fns)
     venv = mv.DummyVecEnv(fns)
-    with pytest.raises(RuntimeError, match=r"sub-environment 1's observation space Box\(-1.0, 1.0, \(3,\), float32\) "
-                                           r"differs from env 0's .*: the sub-environments observation spaces are not "
-                                           r"equivalent. If this is intentional, use `observation_mode='different'`"):
+    with pytest.raises(RuntimeError, match=re.escape(sync_words) + r" single_observation_space=Box\(.*\), "
+                                           r"sub-environment 1 observation_space=Box\(-1.0, 1.0, \(3,\), float32\). "
+                                           r"If this is intentional, use `observation_mode='different'` instead."):
         GymVectorEnv(venv)
     venv.close()
-    # Different action bounds: the VecEnv itself refuses them (one spec per batch), before any face exists.
+    # Different action bounds: the VecEnv itself refuses them (one spec per batch), before any face exists,
+    # with an error that is both marl_vec's ValueError and gymnasium's RuntimeError.
     fns = [lambda: gym.make("Pendulum-v1"), lambda: gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)]
     with pytest.raises(RuntimeError, match="Sub-environment action space doesn't make the `single_action_space`"):
         gym.vector.SyncVectorEnv(fns)
     with pytest.raises(ValueError, match="env 1 has action=ContinuousAction.* every env of a batch must have the same spec"):
         mv.DummyVecEnv(fns)
+    with pytest.raises(RuntimeError, match="env 1 has action=ContinuousAction"):
+        mv.DummyVecEnv(fns)
+    # The face's SyncVectorEnv-like constructor says it in gymnasium's words.
+    with pytest.raises(RuntimeError, match=re.escape("Sub-environment action space doesn't make the "
+                                                     "`single_action_space`, action_space=Box(-1.0, 1.0, (1,), "
+                                                     "float32), single_action_space=Box(-2.0, 2.0, (1,), float32) "
+                                                     "(sub-environment 1)")):
+        GymVectorEnv.from_env_fns(fns)
 
 
 def test_observation_mode_different_batches_each_envs_space_as_sync():
