@@ -8,6 +8,13 @@ actions, on any backend (dummy, subproc, ray):
   ``reward`` (E,) in the VecEnv's reward dtype, passed through unconverted.
 - Actions of every space the core takes (Discrete, Box, MultiDiscrete, MultiBinary,
   Dict / Tuple of those) as ``action_space.sample()`` gives them.
+- Text, Graph, Sequence, OneOf and custom spaces (object leaves of the VecEnv) as
+  gymnasium batches them: a tuple of per-env values, for observations (deep copies
+  with ``copy=True``, as SyncVectorEnv's) and for actions.
+- ``GymVectorEnv.from_env_fns(env_fns, copy, observation_mode, autoreset_mode, backend=...)``
+  takes SyncVectorEnv's arguments and raises its RuntimeError (and message) for
+  sub-envs whose spaces cannot be batched together; ``envs`` are the sub-envs of a
+  DummyVecEnv.
 - Spaces are the sub-envs' own: ``single_action_space`` is env 0's action space
   object (in this process; a copy from a worker), and ``action_space`` is batched
   from it, so ``action_space.sample()`` draws as ``SyncVectorEnv``'s does. Sub-envs
