@@ -150,11 +150,18 @@ def test_object_leaves_are_kept_out_of_shared_memory():
 
 
 def test_spaces_of_no_fixed_shape_stay_refused_for_pettingzoo_envs():
+    """The PettingZoo adapter builds its spaces with these two; they refuse what only
+    single-agent gymnasium envs get (object leaves, MultiDiscrete of rank > 1)."""
+    from marl_vec.envs.gym import action_spec_of
     from marl_vec.spaces import AgentLayout
 
     with pytest.raises(TypeError, match=r"observation of agent 'a': Text\(.*\) is not supported here; allowed: "
                                         r"Box, .*only for gymnasium envs"):
         AgentLayout([gym.spaces.Text(3)], ["a"], "observation")
+    for space in (gym.spaces.Text(3), gym.spaces.MultiDiscrete(np.full((2, 2), 3))):
+        with pytest.raises(TypeError, match=r"(?s)pz, agent 'a': action space .* is not supported; allowed: Discrete, "
+                                            r"Box, MultiDiscrete \(one axis\)"):
+            action_spec_of(space, "pz, agent 'a'")
 
 
 def test_spec_describes_object_leaves():

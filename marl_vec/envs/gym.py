@@ -27,12 +27,17 @@ from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
-ALLOWED_ACTIONS = ("Discrete, Box, MultiDiscrete, MultiBinary, and Dict / Tuple of those (nested); "
-                   "any other space (Text, Graph, Sequence, OneOf, custom) as an object leaf")
+ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
+ALLOWED_GYM_ACTIONS = ("Discrete, Box, MultiDiscrete, MultiBinary, and Dict / Tuple of those (nested); "
+                       "any other space (Text, Graph, Sequence, OneOf, custom) as an object leaf")
 
 
-def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
-    """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported."""
+def action_spec_of(space: gym.Space, what: str, gymnasium_env: bool = False) -> ActionSpec:
+    """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported.
+
+    ``gymnasium_env``: also the spaces only single-agent gymnasium envs get (object leaves for
+    Text, Graph, Sequence, OneOf and custom spaces; MultiDiscrete of any rank).
+    """
     if isinstance(space, gym.spaces.Discrete):
         return DiscreteAction(int(space.n), np.dtype(space.dtype), int(space.start))
     if isinstance(space, gym.spaces.Box):
@@ -42,7 +47,7 @@ def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
             high=np.asarray(space.high, dtype=np.float64),
             dtype=np.dtype(space.dtype),
         )
-    if isinstance(space, gym.spaces.MultiDiscrete):
+    if isinstance(space, gym.spaces.MultiDiscrete) and (space.nvec.ndim == 1 or gymnasium_env):
         grid = None if space.nvec.ndim == 1 else tuple(int(d) for d in space.nvec.shape)
         return MultiDiscreteAction(tuple(int(n) for n in space.nvec.reshape(-1)),
                                    tuple(int(s) for s in space.start.reshape(-1)), np.dtype(space.dtype), grid)
@@ -50,15 +55,16 @@ def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
         return MultiBinaryAction(tuple(int(d) for d in space.shape), np.dtype(space.dtype))
     if spaces.is_tree(space):
         try:
-            leaves = tuple((path, action_spec_of(leaf, what))
-                           for path, leaf in spaces.leaves(space, what, objects=True))
+            leaves = tuple((path, action_spec_of(leaf, what, gymnasium_env))
+                           for path, leaf in spaces.leaves(space, what, objects=gymnasium_env))
         except TypeError:
             leaves = ()
         if leaves and not any(isinstance(leaf, TreeAction) for _, leaf in leaves):
             return TreeAction(space, leaves)  # type: ignore[arg-type]  # leaves are leaf specs: checked above
-    if isinstance(space, gym.Space) and spaces.is_object_leaf(space):
+    if gymnasium_env and isinstance(space, gym.Space) and spaces.is_object_leaf(space):
         return ObjectAction(space)
-    raise TypeError(f"{what}: action space {space} is not supported; allowed: {ALLOWED_ACTIONS}")
+    allowed = ALLOWED_GYM_ACTIONS if gymnasium_env else ALLOWED_ACTIONS
+    raise TypeError(f"{what}: action space {space} is not supported; allowed: {allowed}")
 
 
 def episode_limit_of(env: Any) -> int | None:
@@ -91,7 +97,7 @@ class GymAdapter(NativeEnvAdapter):
         if not isinstance(obs_space, gym.Space):
             raise TypeError(f"{name}: observation_space must be a gymnasium Space, got {obs_space!r}")
         self.env = env
-        action = action_spec_of(env.action_space, name)
+        action = action_spec_of(env.action_space, name, gymnasium_env=True)
         obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
         self.spec = EnvSpec(
             agents=(agent_id,),
