@@ -21,6 +21,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 import marl_vec as mv
 from marl_vec.compat import GymVectorEnv
+from tests.backends import BACKENDS, make_backend, ray_cluster  # noqa: F401
 
 MODES = ["same_step", "next_step", "disabled"]
 
@@ -360,6 +361,14 @@ def test_sub_envs_of_different_kinds_raise_sync_vector_envs_runtime_error():
         mv.DummyVecEnv(fns)
     assert isinstance(error.value, RuntimeError) and isinstance(error.value, ValueError)
     assert (error.value.index, error.value.field) == (1, "obs_shape")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_envs_with_different_specs_raise_spec_mismatch_on_every_backend(backend, request):
+    """Env 1 differs from env 0 within the first worker's block (two workers, two envs each)."""
+    fns = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")] + [lambda: gym.make("CartPole-v1")] * 2
+    with pytest.raises(mv.SpecMismatchError, match=r"env 1 has obs_shape=\(\) but env 0 has obs_shape=\(4,\)"):
+        make_backend(backend, fns, request, env_seed=None)
 
 
 def test_envs_are_the_sub_envs_of_a_dummy_vec_env():

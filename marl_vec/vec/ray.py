@@ -48,6 +48,7 @@ from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
+from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
 from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
@@ -202,6 +203,9 @@ class RayVecEnv(AsyncPool, VecEnv):
             self.actors = [self._new_actor(w, env_seed) for w in range(workers)]
             self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
             specs = self._gather([a.spec.remote() for a in self.actors], "start")
+            for other in specs:  # envs of one actor's block that differ (GroupHost.spec)
+                if isinstance(other, SpecMismatchError):
+                    raise other
             spec = specs[0]
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
