@@ -9,7 +9,7 @@ from marl_vec.config import ConfigError, load_config, make
 from marl_vec.episode import AutoresetMode
 from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatchError
 from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
 from marl_vec.vec.dummy import DummyVecEnv
 from marl_vec.vec.factory import make_vec
@@ -28,6 +28,7 @@ __all__ = [
     "EnvFinishedError",
     "ClosedEnvError",
     "EnvSpec",
+    "SpecMismatchError",
     "DiscreteAction",
     "ContinuousAction",
     "StepResult",

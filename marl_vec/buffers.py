@@ -37,7 +37,7 @@ def obs_leaves(spec: EnvSpec) -> list[tuple[spaces.Path, tuple[int, ...], np.dty
     """Path, one agent's shape and dtype of every observation leaf (one for a leaf space)."""
     if spec.obs_space is None:
         return [((), spec.obs_shape, spec.obs_dtype)]
-    return [(path, *spaces.leaf_shape_dtype(leaf)) for path, leaf in spaces.leaves(spec.obs_space)]
+    return [(path, *spaces.leaf_shape_dtype(leaf)) for path, leaf in spaces.leaves(spec.obs_space, objects=True)]
 
 
 def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ...], np.dtype]]:
@@ -75,8 +75,12 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
 
 
 def _layout_offsets(layout: list[tuple[str, tuple[int, ...], np.dtype]]) -> tuple[list[int], int]:
+    """Byte offsets of the arrays in the shared block; object arrays (-1) are never in it."""
     offsets, total = [], 0
     for _, shape, dtype in layout:
+        if dtype.hasobject:
+            offsets.append(-1)
+            continue
         total = -(-total // _ALIGN) * _ALIGN
         offsets.append(total)
         total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -105,6 +109,12 @@ class RowViews:
 
 class BatchBuffers:
     """The preallocated ``(E, A, ...)`` arrays of a batch.
+
+    Object leaves (Text, Graph, ... spaces; see :mod:`marl_vec.spaces`) are object
+    arrays in this process's memory even for a shared batch: a process that steps
+    envs for another sends their rows along with its answer (:meth:`object_rows`,
+    :meth:`write_object_rows`), and receives object actions with its step command.
+    ``object_fields`` / ``object_actions`` name them; both are empty for array spaces.
 
     Args:
         spec: the spec every env of the batch shares.
@@ -154,7 +164,9 @@ class BatchBuffers:
             weakref.finalize(block, _unmap, self._shm)
         self.state = self.final_state = None
         for (name, shape, dtype), offset in zip(self.layout, offsets):
-            if block is not None:
+            if dtype.hasobject:  # never shared (see the class docstring)
+                array = np.empty(shape, dtype=dtype)
+            elif block is not None:
                 size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 array = block[offset:offset + size].view(dtype).reshape(shape)
                 if self._owner:
@@ -164,6 +176,9 @@ class BatchBuffers:
             self._arrays[name] = array
             if "/" not in name:
                 setattr(self, name, array)
+        object_names = [name for name, _, dtype in self.layout if dtype.hasobject]
+        self.object_actions = [name for name in object_names if name.split("/")[0] == "actions"]
+        self.object_fields = [name for name in object_names if name not in self.object_actions]
         if isinstance(spec.action, TreeAction):
             self.actions = spaces.assemble(spec.action.tree, {
                 path: self._arrays[spaces.path_name("actions", path)] for path, _ in spec.action.leaves})
@@ -172,7 +187,7 @@ class BatchBuffers:
             for field in ("obs", "final_obs"):
                 setattr(self, field, spaces.assemble(
                     spec.obs_space, {path: self._arrays[spaces.path_name(field, path)]
-                                     for path, _ in spaces.leaves(spec.obs_space)}))
+                                     for path, _ in spaces.leaves(spec.obs_space, objects=True)}))
         if spec.state_is_obs:
             # (E, A, *obs_shape) and (E, *state_shape) are the same memory, leaf by leaf.
             def as_state(leaf: np.ndarray) -> np.ndarray:
@@ -228,6 +243,16 @@ class BatchBuffers:
             terminated=self.terminated[start:stop],
             truncated=self.truncated[start:stop],
         )
+
+    def object_rows(self, start: int, stop: int, names: list[str]) -> list[np.ndarray]:
+        """Rows ``[start, stop)`` of the object arrays ``names`` (copies: their values
+        as they are now), to send to the process that holds the other side of the batch."""
+        return [self._arrays[name][start:stop].copy() for name in names]
+
+    def write_object_rows(self, start: int, names: list[str], rows: list[np.ndarray]) -> None:
+        """Put rows that :meth:`object_rows` gave (in another process) into place from ``start``."""
+        for name, values in zip(names, rows):
+            self._arrays[name][start:start + len(values)] = values
 
     def arrays(self) -> Iterator[tuple[str, np.ndarray]]:
         yield from self._arrays.items()

@@ -125,6 +125,7 @@ class EnvGroup:
                 f"{type(self.adapters[0]).__name__} cannot. Use 'same_step' instead."
             )
         first, last = start - row_offset, stop - row_offset
+        self._first, self._last = first, last
         self._rows = buffers.rows(first, last)
         for adapter, row in zip(self.adapters, self._rows):
             adapter.bind(adapter.own_row(row))
@@ -415,6 +416,18 @@ class EnvGroup:
     def _restart_seed(self, j: int) -> int | None:
         """Seed of a rebuilt env's first reset: reproducible, and new at every restart."""
         return rebuild_seed(self.env_seed, self.start + j, self.episodes.restarts[j])
+
+    # -- object leaves (Text, Graph, ... spaces): not in shared memory -------------
+
+    def object_rows(self) -> list[np.ndarray]:
+        """This group's rows of the batch's object arrays (observations, final
+        observations), for the process that holds the caller's side of the batch."""
+        buffers = self.buffers
+        return buffers.object_rows(self._first, self._last, buffers.object_fields)
+
+    def write_object_actions(self, rows: list[np.ndarray]) -> None:
+        """Put this group's rows of object actions, sent with a step, into its buffers."""
+        self.buffers.write_object_rows(self._first, self.buffers.object_actions, rows)
 
     # -- the rest -------------------------------------------------------------
 

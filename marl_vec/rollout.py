@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 from marl_vec.progress import Progress
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction, TreeAction
+from marl_vec.spec import (ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction,
+                           ObjectAction, TreeAction)
 from marl_vec.vec.base import StepResult, VecEnv
 
 
@@ -42,7 +43,8 @@ class RandomPolicy:
             assert result.avail_actions is not None
             scores = self.rng.random(result.avail_actions.shape)
             scores[~result.avail_actions] = -1.0
-            return scores.argmax(axis=-1) + np.asarray(action.start, dtype=np.int64)  # the space's own values
+            start = np.asarray(action.start, dtype=np.int64).reshape(action.shape)
+            return scores.argmax(axis=-1) + start  # the space's own values
         shape = (self.num_envs, self.spec.n_agents, *self.spec.action_shape)
         if isinstance(action, MultiBinaryAction):
             return self.rng.integers(0, 2, size=shape, dtype=action.dtype)
@@ -52,6 +54,13 @@ class RandomPolicy:
             space = batch_space(self.spec.action_space, self.num_envs)
             space.seed(int(self.rng.integers(2**31)))
             return space.sample()
+        if isinstance(action, ObjectAction):  # Text, Graph, ...: one sample per env and agent
+            space = action.space()
+            space.seed(int(self.rng.integers(2**31)))
+            out = np.empty(shape, dtype=object)
+            for index in np.ndindex(*shape):
+                out[index] = space.sample()
+            return out
         return self.rng.uniform(self.low, self.high, size=shape).astype(self.spec.action.dtype)
 
 

@@ -7,6 +7,12 @@ those arrays put back into the space's structure, as gymnasium's
 ``batch_space`` / ``create_empty_array`` lay them out: one array for a leaf
 space, a dict (in the space's key order) or a tuple of arrays for Dict and Tuple.
 
+Spaces without a fixed shape (Text, Graph, Sequence, OneOf, custom ``Space``
+subclasses; gymnasium batches them as a Tuple of per-env spaces) may be
+*object leaves* where the caller allows them (``leaves(..., objects=True)``):
+an ``(E, A)`` numpy object array holding each value as the env gave it. They
+never live in shared memory; see :mod:`marl_vec.buffers`.
+
 Example:
     >>> import gymnasium as gym, numpy as np
     >>> space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "id": gym.spaces.Discrete(3)})
@@ -34,6 +40,13 @@ Tree = Any
 
 LEAF_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 ALLOWED = "Box, Discrete, MultiDiscrete, MultiBinary, and Dict / Tuple of those (nested)"
+OBJECT = np.dtype(object)
+
+
+def is_object_leaf(space: gym.Space) -> bool:
+    """True for a space batched as an object leaf: neither a fixed-shape leaf nor Dict / Tuple
+    (Text, Graph, Sequence, OneOf, custom Space subclasses)."""
+    return not isinstance(space, LEAF_SPACES) and not is_tree(space)
 
 
 def is_tree(space: gym.Space) -> bool:
@@ -41,16 +54,16 @@ def is_tree(space: gym.Space) -> bool:
     return isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple))
 
 
-def leaves(space: gym.Space, what: str = "space") -> list[tuple[Path, gym.Space]]:
+def leaves(space: gym.Space, what: str = "space", objects: bool = False) -> list[tuple[Path, gym.Space]]:
     """Every leaf of ``space`` with its path, depth first in the space's own order.
 
-    Raises TypeError naming ``what`` for a space that has no fixed-shape layout
-    (Text, Graph, Sequence, OneOf).
+    ``objects``: spaces without a fixed-shape layout (Text, Graph, Sequence, OneOf,
+    custom spaces) are object leaves; otherwise they raise TypeError naming ``what``.
     """
     out: list[tuple[Path, gym.Space]] = []
 
     def visit(node: gym.Space, path: Path) -> None:
-        if isinstance(node, LEAF_SPACES):
+        if isinstance(node, LEAF_SPACES) or (objects and is_object_leaf(node)):
             out.append((path, node))
         elif isinstance(node, gym.spaces.Dict):
             for key, child in node.spaces.items():
@@ -60,14 +73,18 @@ def leaves(space: gym.Space, what: str = "space") -> list[tuple[Path, gym.Space]
                 visit(child, (*path, index))
         else:
             where = f" at {'/'.join(map(str, path))}" if path else ""
-            raise TypeError(f"{what}: {node}{where} is not supported; allowed: {ALLOWED}")
+            raise TypeError(f"{what}: {node}{where} is not supported here; allowed: {ALLOWED} "
+                            "(Text, Graph, Sequence, OneOf and custom spaces only for gymnasium envs)")
 
     visit(space, ())
     return out
 
 
 def leaf_shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of one value of a leaf space (Discrete: a scalar of its dtype)."""
+    """Shape and dtype of one value of a leaf space (Discrete: a scalar of its dtype;
+    an object leaf: a scalar of dtype object)."""
+    if is_object_leaf(space):
+        return (), OBJECT
     shape = tuple(int(d) for d in (space.shape or ()))
     return shape, np.dtype(space.dtype)
 
@@ -77,7 +94,7 @@ def flat_shape_dtype(space: gym.Space) -> tuple[tuple[int, ...], np.dtype]:
     (size summed, dtypes promoted), the shape a trainer that flattens sees."""
     if not is_tree(space):
         return leaf_shape_dtype(space)
-    parts = [leaf_shape_dtype(leaf) for _, leaf in leaves(space)]
+    parts = [leaf_shape_dtype(leaf) for _, leaf in leaves(space, objects=True)]
     size = sum(int(np.prod(shape)) for shape, _ in parts)
     return (size,), np.result_type(*[dtype for _, dtype in parts])
 
@@ -99,7 +116,7 @@ def assemble(space: gym.Space, arrays: dict[Path, Any], path: Path = ()) -> Tree
 def empty(space: gym.Space, lead: tuple[int, ...]) -> Tree:
     """Zeroed arrays of ``space``'s structure with leading axes ``lead``."""
     return assemble(space, {path: np.zeros((*lead, *leaf_shape_dtype(leaf)[0]), leaf_shape_dtype(leaf)[1])
-                            for path, leaf in leaves(space)})
+                            for path, leaf in leaves(space, objects=True)})
 
 
 def tree_leaves(tree: Tree) -> list[Any]:
@@ -137,6 +154,8 @@ def assign(views: Tree, value: Any) -> None:
             raise ValueError(f"expected a tuple of {len(views)} items, got {_describe(value)}")
         for view, child in zip(views, value):
             assign(view, child)
+    elif views.dtype.hasobject and views.ndim == 0:
+        views[()] = value  # stored as it is: `[...] =` would broadcast a tuple or an array into the slot
     else:
         views[...] = value
 
@@ -161,8 +180,8 @@ class TreeView:
 
 
 def writable(tree: Tree) -> Any:
-    """An array as it is; a dict / tuple tree as a :class:`TreeView`."""
-    return tree if isinstance(tree, np.ndarray) else TreeView(tree)
+    """An array as it is; a dict / tuple tree (or an object leaf) as a :class:`TreeView`."""
+    return tree if isinstance(tree, np.ndarray) and not tree.dtype.hasobject else TreeView(tree)
 
 
 def _describe(value: Any) -> str:

@@ -118,11 +118,17 @@ class MultiDiscreteAction:
 
     ``avail_actions`` per agent is ``(len(nvec), max(nvec))``: entry ``[c, k]`` says
     whether component c may take ``start[c] + k`` (``k >= nvec[c]`` never).
+
+    ``grid``: the shape of a MultiDiscrete whose ``nvec`` has more than one axis
+    (gymnasium allows any rank, e.g. ``nvec`` of shape (2, 3)); ``nvec`` and ``start``
+    are then its entries in C order, an action has shape ``grid`` and its
+    ``avail_actions`` ``(*grid, max(nvec))``.
     """
 
     nvec: tuple[int, ...]
     start: tuple[int, ...]
     dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int64))
+    grid: tuple[int, ...] | None = None
 
     @property
     def discrete(self) -> bool:
@@ -134,14 +140,15 @@ class MultiDiscreteAction:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (len(self.nvec),)
+        return (len(self.nvec),) if self.grid is None else self.grid
 
     @property
     def mask_shape(self) -> tuple[int, ...]:
-        return (len(self.nvec), max(self.nvec))
+        return (*self.shape, max(self.nvec))
 
     def space(self) -> gym.spaces.MultiDiscrete:
-        return gym.spaces.MultiDiscrete(np.array(self.nvec), dtype=self.dtype, start=np.array(self.start))
+        return gym.spaces.MultiDiscrete(np.array(self.nvec).reshape(self.shape), dtype=self.dtype,
+                                        start=np.array(self.start).reshape(self.shape))
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,45 @@ class MultiBinaryAction:
         return gym.spaces.MultiBinary(list(self.shape))
 
 
-LeafAction = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction]
+@dataclass(frozen=True)
+class ObjectAction:
+    """Each agent gives one value of a space without a fixed shape (Text, Graph,
+    Sequence, OneOf, a custom ``Space``): the action buffer is an ``(E, A)`` object
+    array holding the values as given (see :mod:`marl_vec.spaces`)."""
+
+    space_: gym.Space = field(hash=False)
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        return spaces.OBJECT
+
+    @property
+    def mask_shape(self) -> None:
+        return None
+
+    def space(self) -> gym.Space:
+        return self.space_
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectAction) and self.space_ == other.space_
+
+    def __hash__(self) -> int:
+        return hash(type(self.space_).__name__)
+
+
+LeafAction = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, ObjectAction]
 
 
 @dataclass(frozen=True)
@@ -212,7 +257,7 @@ class TreeAction:
         return hash(len(self.leaves))
 
 
-ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, TreeAction]
+ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, ObjectAction, TreeAction]
 
 
 @dataclass(frozen=True)
@@ -265,7 +310,7 @@ class EnvSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
         if self.obs_space is not None:
-            spaces.leaves(self.obs_space, "observation space")  # raises for unsupported spaces
+            spaces.leaves(self.obs_space, "observation space", objects=True)
             shape, dtype = spaces.flat_shape_dtype(self.obs_space)
             if not spaces.is_tree(self.obs_space) and (tuple(self.obs_shape), np.dtype(self.obs_dtype)) != (shape, dtype):
                 raise ValueError(f"obs_space {self.obs_space} does not match obs_shape={self.obs_shape}, "
@@ -396,14 +441,33 @@ class EnvSpec:
             if name == "obs_space" and _obs_layout(mine) == _obs_layout(theirs):
                 continue
             if mine != theirs:
-                raise ValueError(
+                raise SpecMismatchError(
                     f"env {index} has {name}={theirs!r} but env 0 has {name}={mine!r}; "
-                    "every env of a batch must have the same spec"
+                    "every env of a batch must have the same spec",
+                    index, name, self, other,
                 )
+
+
+class SpecMismatchError(ValueError, RuntimeError):
+    """Envs of one batch whose specs differ (:meth:`EnvSpec.check_same`).
+
+    A ValueError (marl_vec's error for bad input) and a RuntimeError, which is what
+    gymnasium's vector envs raise for sub-envs with incompatible spaces, so code
+    written against either catches it. ``index``: the env that differs; ``field``:
+    the spec field; ``first``/``other``: env 0's spec and its.
+    """
+
+    def __init__(self, message: str, index: int, field: str, first: "EnvSpec", other: "EnvSpec"):
+        super().__init__(message)
+        self.index, self.field, self.first, self.other = index, field, first, other
+
+    def __reduce__(self) -> Any:  # picklable (Ray, worker processes) with its attributes
+        return type(self), (self.args[0], self.index, self.field, self.first, self.other)
 
 
 def _obs_layout(space: gym.Space | None) -> Any:
     """What the buffers of an observation space depend on: each leaf's path, kind, shape and dtype."""
     if space is None:
         return None
-    return [(path, type(leaf).__name__, *spaces.leaf_shape_dtype(leaf)) for path, leaf in spaces.leaves(space)]
+    return [(path, type(leaf).__name__, *spaces.leaf_shape_dtype(leaf))
+            for path, leaf in spaces.leaves(space, objects=True)]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import re
+
 import gymnasium as gym
+
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode as GymAutoreset
@@ -18,6 +21,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 import marl_vec as mv
 from marl_vec.compat import GymVectorEnv
+from tests.backends import BACKENDS, make_backend, ray_cluster  # noqa: F401
 
 MODES = ["same_step", "next_step", "disabled"]
 
@@ -153,20 +157,31 @@ def test_action_space_is_seeded_from_the_sub_envs_as_sync():
 
 def test_sub_envs_with_different_box_bounds_are_refused_as_by_sync():
     fns = [lambda: gym.make("Pendulum-v1"), lambda: gym.wrappers.RescaleObservation(gym.make("Pendulum-v1"), -1.0, 1.0)]
-    with pytest.raises(RuntimeError, match="observation spaces are not equivalent"):
+    sync_words = ("SyncVectorEnv(..., observation_mode='same') however the sub-environments observation spaces "
+                  "are not equivalent.")
+    with pytest.raises(RuntimeError, match=re.escape(sync_words)):
         gym.vector.SyncVectorEnv(fns)
     venv = mv.DummyVecEnv(fns)
-    with pytest.raises(RuntimeError, match=r"sub-environment 1's observation space Box\(-1.0, 1.0, \(3,\), float32\) "
-                                           r"differs from env 0's .*: the sub-environments observation spaces are not "
-                                           r"equivalent. If this is intentional, use `observation_mode='different'`"):
+    with pytest.raises(RuntimeError, match=re.escape(sync_words) + r" single_observation_space=Box\(.*\), "
+                                           r"sub-environment 1 observation_space=Box\(-1.0, 1.0, \(3,\), float32\). "
+                                           r"If this is intentional, use `observation_mode='different'` instead."):
         GymVectorEnv(venv)
     venv.close()
-    # Different action bounds: the VecEnv itself refuses them (one spec per batch), before any face exists.
+    # Different action bounds: the VecEnv itself refuses them (one spec per batch), before any face exists,
+    # with an error that is both marl_vec's ValueError and gymnasium's RuntimeError.
     fns = [lambda: gym.make("Pendulum-v1"), lambda: gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)]
     with pytest.raises(RuntimeError, match="Sub-environment action space doesn't make the `single_action_space`"):
         gym.vector.SyncVectorEnv(fns)
     with pytest.raises(ValueError, match="env 1 has action=ContinuousAction.* every env of a batch must have the same spec"):
         mv.DummyVecEnv(fns)
+    with pytest.raises(RuntimeError, match="env 1 has action=ContinuousAction"):
+        mv.DummyVecEnv(fns)
+    # The face's SyncVectorEnv-like constructor says it in gymnasium's words.
+    with pytest.raises(RuntimeError, match=re.escape("Sub-environment action space doesn't make the "
+                                                     "`single_action_space`, action_space=Box(-1.0, 1.0, (1,), "
+                                                     "float32), single_action_space=Box(-2.0, 2.0, (1,), float32) "
+                                                     "(sub-environment 1)")):
+        GymVectorEnv.from_env_fns(fns)
 
 
 def test_observation_mode_different_batches_each_envs_space_as_sync():
@@ -314,3 +329,57 @@ def test_rewards_are_float64_and_unrounded_as_syncs():
     (_, ra, *_), (_, rb, *_) = ours.step(np.ones(2, dtype=np.int64)), theirs.step(np.ones(2, dtype=np.int64))
     assert ra.dtype == rb.dtype == np.float64 and ra.tolist() == rb.tolist() == [0.1, 0.1]
     ours.close(), theirs.close()
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_from_env_fns_takes_sync_vector_envs_arguments(backend):
+    fns = [lambda: gym.make("CartPole-v1")] * 3
+    for mode in (GymAutoreset.NEXT_STEP, GymAutoreset.SAME_STEP, "SameStep"):
+        ours = GymVectorEnv.from_env_fns(fns, copy=False, autoreset_mode=mode, backend=backend)
+        theirs = gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
+        assert ours.metadata["autoreset_mode"] == theirs.metadata["autoreset_mode"]
+        assert ours.venv.copy is False and ours.num_envs == 3
+        # Unseeded by default, as gymnasium: reset(seed=...) then gives the same values.
+        np.testing.assert_array_equal(ours.reset(seed=5)[0], theirs.reset(seed=5)[0])
+        ours.close(), theirs.close()
+
+
+def test_sub_envs_of_different_kinds_raise_sync_vector_envs_runtime_error():
+    fns = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")]
+    words = ("SyncVectorEnv(..., observation_mode='same') however the sub-environments observation spaces are not "
+             "equivalent.")
+    with pytest.raises(RuntimeError, match=re.escape(words)):
+        gym.vector.SyncVectorEnv(fns)
+    with pytest.raises(RuntimeError, match=re.escape(words) + r" single_observation_space=Box\(.*\), sub-environment "
+                                           r"1 observation_space=Discrete\(16\)\..*env 1 has obs_shape=\(\) but env 0 "
+                                           r"has obs_shape=\(4,\)"):
+        GymVectorEnv.from_env_fns(fns)
+    with pytest.raises(RuntimeError, match="observation spaces do not share a common shape and dtype"):
+        GymVectorEnv.from_env_fns(fns, observation_mode="different")
+    # Built by hand, the VecEnv's own error is a RuntimeError too (and marl_vec's ValueError).
+    with pytest.raises(mv.SpecMismatchError, match=r"env 1 has obs_shape=\(\) but env 0 has obs_shape=\(4,\)") as error:
+        mv.DummyVecEnv(fns)
+    assert isinstance(error.value, RuntimeError) and isinstance(error.value, ValueError)
+    assert (error.value.index, error.value.field) == (1, "obs_shape")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_envs_with_different_specs_raise_spec_mismatch_on_every_backend(backend, request):
+    """Env 1 differs from env 0 within the first worker's block (two workers, two envs each)."""
+    fns = [lambda: gym.make("CartPole-v1"), lambda: gym.make("FrozenLake-v1")] + [lambda: gym.make("CartPole-v1")] * 2
+    with pytest.raises(mv.SpecMismatchError, match=r"env 1 has obs_shape=\(\) but env 0 has obs_shape=\(4,\)"):
+        make_backend(backend, fns, request, env_seed=None)
+
+
+def test_envs_are_the_sub_envs_of_a_dummy_vec_env():
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    ours = GymVectorEnv.from_env_fns(fns, autoreset_mode=GymAutoreset.SAME_STEP)
+    assert [type(env.unwrapped).__name__ for env in ours.envs] == ["CartPoleEnv", "CartPoleEnv"]
+    assert ours.envs[0] is ours.venv.group.adapters[0].env
+    assert "autoreset_mode" not in ours.envs[0].metadata  # the face's metadata is its own copy
+    ours.close()
+    ours = GymVectorEnv.from_env_fns(fns, backend="subproc", num_workers=2)
+    with pytest.raises(AttributeError, match="envs: the sub-envs of SubprocVecEnv are not gymnasium envs in this "
+                                             "process"):
+        ours.envs
+    ours.close()

@@ -64,6 +64,16 @@ def cartpole_multibinary_action() -> gym.Env:
     return TransformAction(gym.make("CartPole-v1"), lambda a: int(a[0] ^ a[2]), MultiBinary(3))
 
 
+def cartpole_grid_multidiscrete() -> gym.Env:  # nvec of shape (2, 2)
+    return TransformObservation(gym.make("CartPole-v1"), lambda o: (np.sign(o) + 1).astype(np.int64).reshape(2, 2),
+                                MultiDiscrete(np.full((2, 2), 3)))
+
+
+def cartpole_grid_multidiscrete_action() -> gym.Env:  # nvec of shape (2, 3), with starts
+    space = MultiDiscrete(np.array([[2, 3, 4], [2, 2, 5]]), start=np.array([[0, -1, 2], [1, 0, 0]]))
+    return TransformAction(gym.make("CartPole-v1"), lambda a: int(a.sum()) % 2, space)
+
+
 DICT_ACTION = Dict({"push": Discrete(2), "bits": MultiBinary(3), "x": Box(-1, 1, (2,), np.float32)})
 
 
@@ -71,8 +81,10 @@ def cartpole_dict_action() -> gym.Env:
     return TransformAction(gym.make("CartPole-v1"), lambda a: int(a["push"]), DICT_ACTION)
 
 
-OBSERVATION_ENVS = [cartpole_nested, blackjack, cartpole_multibinary, cartpole_multidiscrete]
-ACTION_ENVS = [cartpole_multidiscrete_action, cartpole_multibinary_action, cartpole_dict_action]
+OBSERVATION_ENVS = [cartpole_nested, blackjack, cartpole_multibinary, cartpole_multidiscrete,
+                    cartpole_grid_multidiscrete]
+ACTION_ENVS = [cartpole_multidiscrete_action, cartpole_multibinary_action, cartpole_dict_action,
+               cartpole_grid_multidiscrete_action]
 
 
 # -- comparison ------------------------------------------------------------------------------

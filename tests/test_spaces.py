@@ -67,6 +67,10 @@ CASES = {
     "box/dict-actions": (S.Box(-1.0, 1.0, (2,), np.float32),
                          S.Dict({"move": S.Discrete(3, start=-1), "aim": S.Box(-1.0, 1.0, (2,), np.float32)})),
     "dict/nested-tuple-actions": (NESTED, S.Tuple((S.MultiBinary(2), S.Dict({"k": S.MultiDiscrete([2, 3])})))),
+    # MultiDiscrete of any rank, as gymnasium allows: nvec of shape (2, 2)
+    "grid-multidiscrete/grid-multidiscrete": (S.MultiDiscrete(np.array([[2, 3], [4, 5]])),
+                                              S.MultiDiscrete(np.array([[2, 3], [4, 5]]),
+                                                              start=np.array([[0, -1], [1, 0]]))),
 }
 
 
@@ -200,6 +204,11 @@ def test_discrete_start_avail_actions_index_from_the_start():
     (S.Box(-1.0, 1.0, (2,), np.float32), [[[0.0, 1.5]]],
      r"action \[0\.0, 1\.5\] for env 0, agent 'agent_0' is outside the action space \[\[-1\.0, -1\.0\], \[1\.0, 1\.0\]\]"),
     (S.Discrete(3, start=-1), [[2]], r"action 2 for env 0, agent 'agent_0' is out of range; allowed: -1\.\.1"),
+    (S.MultiDiscrete(np.array([[2, 3], [4, 5]]), start=np.array([[0, -1], [1, 0]])), [[[[0, 0], [5, 0]]]],
+     r"action \[\[0, 0\], \[5, 0\]\] for env 0, agent 'agent_0' is out of range; allowed per component "
+     r"\(in C order\): \[0\.\.1, -1\.\.1, 1\.\.4, 0\.\.4\]"),
+    (S.MultiDiscrete(np.array([[2, 3], [4, 5]])), [[[0, 0]]],
+     r"actions must have shape \(1, 1, 2, 2\) .*array of shape \(2, 2\) of integers \(MultiDiscrete\)"),
 ])
 def test_bad_actions_name_env_agent_action_and_range(space, bad, message):
     with mv.DummyVecEnv(_fns(S.Discrete(2), space, n=1)) as venv:
@@ -208,14 +217,19 @@ def test_bad_actions_name_env_agent_action_and_range(space, bad, message):
             venv.step(np.array(bad))
 
 
-def test_multibinary_takes_bools_and_unsupported_spaces_are_named():
+def test_grid_multidiscrete_has_a_mask_per_component():
+    space = S.MultiDiscrete(np.array([[2, 3], [4, 5]]), start=np.array([[0, -1], [1, 0]]))
+    with mv.DummyVecEnv(_fns(S.Discrete(2), space, n=2)) as venv:
+        assert venv.spec.action_shape == (2, 2) and venv.spec.single_agent_action_space == space
+        r = venv.reset()
+        assert r.avail_actions.shape == (2, 1, 2, 2, 5) and r.avail_actions.all()  # gymnasium envs: all available
+
+
+def test_multibinary_takes_bools():
+    # (Text, Graph, Sequence, OneOf and custom spaces: tests/test_object_spaces.py.)
     with mv.DummyVecEnv(_fns(S.Discrete(2), S.MultiBinary(2), n=1)) as venv:
         venv.reset()
         venv.step(np.array([[[True, False]]]))
-    with pytest.raises(TypeError, match=r"SpaceEnv: observation space: Text\(.*\) at a is not supported; allowed: Box"):
-        mv.DummyVecEnv(_fns(S.Dict({"a": S.Text(5)}), S.Discrete(2), n=1))
-    with pytest.raises(TypeError, match=r"SpaceEnv: action space Dict\(.*Text.*\) is not supported; allowed: Discrete"):
-        mv.DummyVecEnv(_fns(S.Discrete(2), S.Dict({"a": S.Text(3)}), n=1))
 
 
 def test_bad_tree_actions_name_the_leaf_and_nothing_is_written():

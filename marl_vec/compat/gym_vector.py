@@ -8,6 +8,13 @@ actions, on any backend (dummy, subproc, ray):
   ``reward`` (E,) in the VecEnv's reward dtype, passed through unconverted.
 - Actions of every space the core takes (Discrete, Box, MultiDiscrete, MultiBinary,
   Dict / Tuple of those) as ``action_space.sample()`` gives them.
+- Text, Graph, Sequence, OneOf and custom spaces (object leaves of the VecEnv) as
+  gymnasium batches them: a tuple of per-env values, for observations (deep copies
+  with ``copy=True``, as SyncVectorEnv's) and for actions.
+- ``GymVectorEnv.from_env_fns(env_fns, copy, observation_mode, autoreset_mode, backend=...)``
+  takes SyncVectorEnv's arguments and raises its RuntimeError (and message) for
+  sub-envs whose spaces cannot be batched together; ``envs`` are the sub-envs of a
+  DummyVecEnv.
 - Spaces are the sub-envs' own: ``single_action_space`` is env 0's action space
   object (in this process; a copy from a worker), and ``action_space`` is batched
   from it, so ``action_space.sample()`` draws as ``SyncVectorEnv``'s does. Sub-envs
@@ -56,7 +63,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, concaten
 from marl_vec import spaces
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import ENV_EPISODE_KEY
-from marl_vec.spec import EnvSpec, TreeAction
+from marl_vec.spec import EnvSpec, ObjectAction, SpecMismatchError, TreeAction
 from marl_vec.vec.base import VecEnv
 
 # marl_vec autoreset mode -> gymnasium's. one_episode has no gymnasium equivalent.
@@ -170,7 +177,64 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         self._venv_action_shape = (self.num_envs, 1, *spec.action_shape)
         self._obs_is_tree = spec.obs_is_tree
         self._obs_space_of_venv = spec.single_agent_observation_space  # the structure of r.obs
+        # Text, Graph, Sequence, OneOf, custom spaces: gymnasium batches them as a tuple of
+        # per-env values; the VecEnv keeps them in object arrays.
+        self._obs_objects = any(spaces.is_object_leaf(leaf) for _, leaf in
+                                spaces.leaves(self._obs_space_of_venv, objects=True))
+        self._object_actions = isinstance(spec.action, ObjectAction)
         self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
+
+    @classmethod
+    def from_env_fns(
+        cls,
+        env_fns: Sequence[Any],
+        copy: bool = True,
+        observation_mode: str | tuple[gymnasium.spaces.Space, gymnasium.spaces.Space] = "same",
+        autoreset_mode: str | GymAutoresetMode = GymAutoresetMode.NEXT_STEP,
+        backend: str = "dummy",
+        env_seed: int | None = None,
+        episode_info: bool = False,
+        **backend_kwargs: Any,
+    ) -> "GymVectorEnv":
+        """``SyncVectorEnv(env_fns, copy, observation_mode, autoreset_mode)``'s signature, on any backend.
+
+        Builds the VecEnv (unseeded by default, as gymnasium's first ``reset()``) and the
+        face over it. Sub-envs whose spaces the VecEnv cannot batch together raise
+        ``RuntimeError`` with SyncVectorEnv's message, as gymnasium does.
+
+        >>> import gymnasium as gym
+        >>> envs = GymVectorEnv.from_env_fns([lambda: gym.make("CartPole-v1")] * 2, autoreset_mode="SameStep")
+        >>> envs.metadata["autoreset_mode"], envs.num_envs
+        (<AutoresetMode.SAME_STEP: 'SameStep'>, 2)
+        >>> envs.close()
+        """
+        from marl_vec.vec.factory import make_vec
+
+        mode = {GymAutoresetMode.NEXT_STEP: "next_step", GymAutoresetMode.SAME_STEP: "same_step",
+                GymAutoresetMode.DISABLED: "disabled"}[GymAutoresetMode(autoreset_mode)]
+        try:
+            venv = make_vec(list(env_fns), backend=backend, env_seed=env_seed, autoreset=mode, copy=copy,
+                            **backend_kwargs)
+        except SpecMismatchError as err:
+            raise _mismatch_as_gymnasium(err, observation_mode) from err
+        try:
+            return cls(venv, episode_info=episode_info, observation_mode=observation_mode)
+        except BaseException:
+            venv.close()
+            raise
+
+    @property
+    def envs(self) -> list[gymnasium.Env]:
+        """The sub-envs themselves (SyncVectorEnv's ``envs``), for a VecEnv that runs them in
+        this process (DummyVecEnv over gymnasium envs); other backends run them elsewhere."""
+        group = getattr(self.venv, "group", None)
+        envs = [getattr(adapter, "env", None) for adapter in getattr(group, "adapters", [])]
+        if group is None or not envs or any(not isinstance(env, gymnasium.Env) for env in envs):
+            raise AttributeError(
+                f"envs: the sub-envs of {type(self.venv).__name__} are not gymnasium envs in this process "
+                "(only a DummyVecEnv over gymnasium envs has them); use call/get_attr/set_attr"
+            )
+        return envs
 
     # -- gymnasium API ------------------------------------------------------------
 
@@ -227,7 +291,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         for i in sorted(env_infos):
             if env_infos[i]:
                 infos = self._add_info(infos, env_infos[i], i)
-        return agent_zero(r.obs), infos
+        return self._observations(r.obs), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         r = self.venv.step(self._venv_actions(actions))
@@ -249,7 +313,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         reward, terminated, truncated = r.reward[:, 0], r.terminated[:, 0], r.truncated[:, 0]
         if self._copy_flags:
             reward, terminated, truncated = reward.copy(), terminated.copy(), truncated.copy()
-        return agent_zero(r.obs), reward, terminated, truncated, infos
+        return self._observations(r.obs), reward, terminated, truncated, infos
 
     def render(self) -> tuple[Any, ...]:
         return tuple(self.venv.render())
@@ -279,10 +343,22 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     # -- translation ------------------------------------------------------------
 
+    def _observations(self, tree: Any) -> Any:
+        """The VecEnv's (E, 1, ...) observations as gymnasium batches them."""
+        if not self._obs_objects:
+            return agent_zero(tree)
+        return gym_batch(self._obs_space_of_venv, agent_zero(tree))
+
     def _venv_actions(self, actions: Any) -> Any:
         """``actions`` as the VecEnv's (E, 1, *action_shape), checked as SyncVectorEnv checks them."""
         if self._tree_actions:
             return self._venv_tree_actions(actions)
+        if self._object_actions:
+            # A tuple of per-env values (the batched space is a Tuple), iterated as SyncVectorEnv does.
+            items = list(iterate(self.action_space, actions))
+            if len(items) != self.num_envs:
+                raise ValueError(f"expected {self.num_envs} actions (one per env), got {len(items)}")
+            return object_column(items)
         if not (isinstance(actions, np.ndarray) and actions.shape == self._action_shape):
             # SyncVectorEnv iterates over the batched space: the same TypeError for a
             # non-iterable, and one action per env (its zip(strict=True) raises ValueError).
@@ -313,7 +389,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             if len(items) != n:
                 raise ValueError(f"expected {n} actions (one per env), got {len(items)}")
             batched = concatenate(self.single_action_space, items, create_empty_array(self.single_action_space, n))
-        return spaces.tree_map(lambda a: a.reshape(n, 1, *a.shape[1:]), batched)
+        return _venv_tree(self.single_action_space, batched, n)
 
     def _check_reset_mask(self, mask: Any) -> np.ndarray:
         """SyncVectorEnv's checks of ``options["reset_mask"]``, with its exception types."""
@@ -355,7 +431,45 @@ def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool)
     value = tree[env, 0]
     if isinstance(space, gymnasium.spaces.Discrete):
         return value.item()
+    if spaces.is_object_leaf(space):  # the value itself; a later step replaces it, never changes it
+        return value
     return value.copy() if copy else value
+
+
+def gym_batch(space: gymnasium.spaces.Space, tree: Any) -> Any:
+    """A tree of (E, ...) arrays of ``space``'s structure as gymnasium batches it: object
+    leaves (Text, Graph, Sequence, OneOf, custom spaces) as a tuple of per-env values.
+
+    >>> gym_batch(gymnasium.spaces.Text(4), np.array(["ab", "c"], dtype=object))
+    ('ab', 'c')
+    """
+    if isinstance(space, gymnasium.spaces.Dict):
+        return {key: gym_batch(child, tree[key]) for key, child in space.spaces.items()}
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return tuple(gym_batch(child, tree[i]) for i, child in enumerate(space.spaces))
+    if spaces.is_object_leaf(space):
+        return tuple(tree)
+    return tree
+
+
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """Per-env values as an (E, 1) object array, each value kept as it is."""
+    out = np.empty((len(values), 1), dtype=object)
+    for i, value in enumerate(values):
+        out[i, 0] = value
+    return out
+
+
+def _venv_tree(space: gymnasium.spaces.Space, batched: Any, n: int) -> Any:
+    """Batched actions of ``space``'s structure (leaves (n, ...) arrays; object leaves
+    n values) as the VecEnv's tree of (n, 1, ...) arrays."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return {key: _venv_tree(child, batched[key], n) for key, child in space.spaces.items()}
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return tuple(_venv_tree(child, batched[i], n) for i, child in enumerate(space.spaces))
+    if spaces.is_object_leaf(space):
+        return object_column(list(batched))
+    return batched.reshape(n, 1, *batched.shape[1:])
 
 
 def _batched_leaves(space: gymnasium.spaces.Space, actions: Any, n: int) -> Any:
@@ -371,6 +485,8 @@ def _batched_leaves(space: gymnasium.spaces.Space, actions: Any, n: int) -> Any:
             return None
         items = tuple(_batched_leaves(child, a, n) for child, a in zip(space.spaces, actions))
         return None if any(v is None for v in items) else items
+    if spaces.is_object_leaf(space):  # a tuple of per-env values, as batch_space's Tuple samples
+        return actions if isinstance(actions, (tuple, list)) and len(actions) == n else None
     if not isinstance(actions, np.ndarray) or actions.shape != (n, *(space.shape or ())):
         return None
     return actions
@@ -406,11 +522,32 @@ def _check_same(spaces: list[Any], what: str) -> None:
     single = spaces[0]
     for i, space in enumerate(spaces):
         if space is not None and space != single:
-            hint = " If this is intentional, use `observation_mode='different'` instead." if what == "observation" else ""
-            raise RuntimeError(
-                f"sub-environment {i}'s {what} space {space} differs from env 0's {single}: "
-                f"the sub-environments {what} spaces are not equivalent.{hint}"
-            )
+            raise RuntimeError(_differ_message(what, "same", single, space, i))
+
+
+def _differ_message(what: str, observation_mode: Any, single: Any, space: Any, index: int) -> str:
+    """SyncVectorEnv's words for sub-env ``index`` whose space differs from env 0's
+    (so that code matching gymnasium's message matches ours), with the env named."""
+    if what == "action":
+        return (f"Sub-environment action space doesn't make the `single_action_space`, action_space={space}, "
+                f"single_action_space={single} (sub-environment {index})")
+    if observation_mode == "same":
+        return (f"GymVectorEnv as SyncVectorEnv(..., observation_mode='same') however the sub-environments "
+                f"observation spaces are not equivalent. single_observation_space={single}, sub-environment "
+                f"{index} observation_space={space}. If this is intentional, use `observation_mode='different'` "
+                f"instead.")
+    return (f"GymVectorEnv as SyncVectorEnv(..., observation_mode='different' or custom space) however the "
+            f"sub-environments observation spaces do not share a common shape and dtype, "
+            f"single_observation_space={single}, sub-environment {index} observation space={space}")
+
+
+def _mismatch_as_gymnasium(err: SpecMismatchError, observation_mode: Any) -> RuntimeError:
+    """A VecEnv's refusal of envs with different specs as SyncVectorEnv's RuntimeError."""
+    if err.field == "action":
+        first, other = err.first.single_agent_action_space, err.other.single_agent_action_space
+        return RuntimeError(_differ_message("action", observation_mode, first, other, err.index) + f"; {err}")
+    first, other = err.first.single_agent_observation_space, err.other.single_agent_observation_space
+    return RuntimeError(_differ_message("observation", observation_mode, first, other, err.index) + f"; {err}")
 
 
 def _env_info(info: dict[str, Any]) -> dict[str, Any]:

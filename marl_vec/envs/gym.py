@@ -25,13 +25,19 @@ from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
-                           MultiDiscreteAction, TreeAction)
+                           MultiDiscreteAction, ObjectAction, TreeAction)
 
 ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
+ALLOWED_GYM_ACTIONS = ("Discrete, Box, MultiDiscrete, MultiBinary, and Dict / Tuple of those (nested); "
+                       "any other space (Text, Graph, Sequence, OneOf, custom) as an object leaf")
 
 
-def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
-    """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported."""
+def action_spec_of(space: gym.Space, what: str, gymnasium_env: bool = False) -> ActionSpec:
+    """The action spec of one agent's gymnasium action space; TypeError naming ``what`` if unsupported.
+
+    ``gymnasium_env``: also the spaces only single-agent gymnasium envs get (object leaves for
+    Text, Graph, Sequence, OneOf and custom spaces; MultiDiscrete of any rank).
+    """
     if isinstance(space, gym.spaces.Discrete):
         return DiscreteAction(int(space.n), np.dtype(space.dtype), int(space.start))
     if isinstance(space, gym.spaces.Box):
@@ -41,19 +47,24 @@ def action_spec_of(space: gym.Space, what: str) -> ActionSpec:
             high=np.asarray(space.high, dtype=np.float64),
             dtype=np.dtype(space.dtype),
         )
-    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
-        return MultiDiscreteAction(tuple(int(n) for n in space.nvec), tuple(int(s) for s in space.start),
-                                   np.dtype(space.dtype))
+    if isinstance(space, gym.spaces.MultiDiscrete) and (space.nvec.ndim == 1 or gymnasium_env):
+        grid = None if space.nvec.ndim == 1 else tuple(int(d) for d in space.nvec.shape)
+        return MultiDiscreteAction(tuple(int(n) for n in space.nvec.reshape(-1)),
+                                   tuple(int(s) for s in space.start.reshape(-1)), np.dtype(space.dtype), grid)
     if isinstance(space, gym.spaces.MultiBinary):
         return MultiBinaryAction(tuple(int(d) for d in space.shape), np.dtype(space.dtype))
     if spaces.is_tree(space):
         try:
-            leaves = tuple((path, action_spec_of(leaf, what)) for path, leaf in spaces.leaves(space, what))
+            leaves = tuple((path, action_spec_of(leaf, what, gymnasium_env))
+                           for path, leaf in spaces.leaves(space, what, objects=gymnasium_env))
         except TypeError:
             leaves = ()
         if leaves and not any(isinstance(leaf, TreeAction) for _, leaf in leaves):
             return TreeAction(space, leaves)  # type: ignore[arg-type]  # leaves are leaf specs: checked above
-    raise TypeError(f"{what}: action space {space} is not supported; allowed: {ALLOWED_ACTIONS}")
+    if gymnasium_env and isinstance(space, gym.Space) and spaces.is_object_leaf(space):
+        return ObjectAction(space)
+    allowed = ALLOWED_GYM_ACTIONS if gymnasium_env else ALLOWED_ACTIONS
+    raise TypeError(f"{what}: action space {space} is not supported; allowed: {allowed}")
 
 
 def episode_limit_of(env: Any) -> int | None:
@@ -81,9 +92,12 @@ class GymAdapter(NativeEnvAdapter):
     def __init__(self, env: gym.Env, agent_id: str = "agent_0"):
         name = type(env.unwrapped).__name__
         obs_space = env.observation_space
-        spaces.leaves(obs_space, f"{name}: observation space")  # TypeError for Text, Graph, Sequence, ...
+        # Text, Graph, Sequence, OneOf and custom spaces become object leaves; anything
+        # that is not a gymnasium Space at all is refused here, by name.
+        if not isinstance(obs_space, gym.Space):
+            raise TypeError(f"{name}: observation_space must be a gymnasium Space, got {obs_space!r}")
         self.env = env
-        action = action_spec_of(env.action_space, name)
+        action = action_spec_of(env.action_space, name, gymnasium_env=True)
         obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
         self.spec = EnvSpec(
             agents=(agent_id,),
@@ -118,8 +132,10 @@ class GymAdapter(NativeEnvAdapter):
         cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews
     ) -> GroupStepper:
         # A subclass that changes what a step writes is stepped through its own step();
-        # Dict/Tuple actions too (each step builds the action tree).
-        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind or isinstance(adapters[0].spec.action, TreeAction):
+        # Dict/Tuple actions too (each step builds the action tree), and object actions
+        # (a row of an object array holds the value itself, not a view of it).
+        if cls.step is not GymAdapter.step or cls.bind is not GymAdapter.bind \
+                or isinstance(adapters[0].spec.action, (TreeAction, ObjectAction)):
             return super().group_stepper(adapters, rows, block)
         return _GymGroupStepper(adapters, rows, block)
 

@@ -1,4 +1,4 @@
-"""Checks of one batch of actions of one leaf kind: Box, Discrete, MultiDiscrete, MultiBinary.
+"""Checks of one batch of actions of one leaf kind: Box, Discrete, MultiDiscrete, MultiBinary, object.
 
 Each check takes the ``(E, A, *shape)`` actions of one leaf, the ``(E, A)``
 agent mask (dead agents' actions are ignored) and raises ``ValueError`` naming
@@ -23,7 +23,8 @@ from typing import Sequence
 import numpy as np
 
 from marl_vec import spaces
-from marl_vec.spec import ContinuousAction, DiscreteAction, LeafAction, MultiBinaryAction, MultiDiscreteAction
+from marl_vec.spec import (ContinuousAction, DiscreteAction, LeafAction, MultiBinaryAction, MultiDiscreteAction,
+                           ObjectAction)
 
 
 def leaf_label(path: spaces.Path) -> str:
@@ -49,9 +50,9 @@ class LeafCheck:
                 for a, native in enumerate(action.agent_shapes):
                     spaces.window(checked[a], native, len(native) != len(shape))[...] = True
                 self.checked = checked
-        elif isinstance(action, MultiDiscreteAction):
-            self.start = np.asarray(action.start, dtype=np.int64)
-            self.n = np.asarray(action.nvec, dtype=np.int64)
+        elif isinstance(action, MultiDiscreteAction):  # any rank: shaped like one action
+            self.start = np.asarray(action.start, dtype=np.int64).reshape(action.shape)
+            self.n = np.asarray(action.nvec, dtype=np.int64).reshape(action.shape)
 
     def describe(self) -> str:
         """What one agent gives, for shape errors."""
@@ -59,7 +60,11 @@ class LeafCheck:
         if isinstance(action, DiscreteAction):
             return f"integer in {action.start}..{action.start + action.n_actions - 1}"
         if isinstance(action, MultiDiscreteAction):
+            if action.grid is not None:
+                return f"array of shape {action.grid} of integers (MultiDiscrete)"
             return f"array of {len(action.nvec)} integers (MultiDiscrete)"
+        if isinstance(action, ObjectAction):
+            return f"value of {action.space()}"
         if isinstance(action, MultiBinaryAction):
             return f"array of shape {action.shape} of 0/1 (MultiBinary)"
         return f"array of shape {action.shape}"
@@ -76,6 +81,8 @@ class LeafCheck:
             self._discrete(actions, mask, avail)
         elif isinstance(action, MultiDiscreteAction):
             self._multi_discrete(actions, mask, avail)
+        elif isinstance(action, ObjectAction):
+            self._object(actions, mask)
         else:
             self._multi_binary(actions, mask)
 
@@ -126,24 +133,40 @@ class LeafCheck:
         action = self.action
         assert isinstance(action, MultiDiscreteAction)
         offset = actions.astype(np.int64) - self.start  # value - start, per component
-        bad = ((offset < 0) | (offset >= self.n)).any(axis=2) & mask
+        components = tuple(range(2, offset.ndim))  # one axis, or the grid's axes
+        bad = ((offset < 0) | (offset >= self.n)).any(axis=components) & mask
         if bad.any():
             e, a, where = self._first_bad(bad)
             allowed = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(action.start, action.nvec))
             raise ValueError(
-                f"{self.what} {actions[e, a].tolist()} {where} is out of range; allowed per component: [{allowed}]"
+                f"{self.what} {actions[e, a].tolist()} {where} is out of range; allowed per component"
+                f"{'' if action.grid is None else ' (in C order)'}: [{allowed}]"
             )
         if avail is None or np.count_nonzero(avail) == avail.size:
             return
-        chosen = np.take_along_axis(avail, offset[..., None], axis=3)[..., 0]  # avail: (E, A, k, max_n)
-        bad = ~chosen.all(axis=2) & mask
+        chosen = np.take_along_axis(avail, offset[..., None], axis=-1)[..., 0]  # avail: (E, A, *shape, max_n)
+        bad = ~chosen.all(axis=components) & mask
         if bad.any():
             e, a, where = self._first_bad(bad)
-            c = int(np.flatnonzero(~chosen[e, a])[0])
+            c = int(np.flatnonzero(~chosen[e, a].reshape(-1))[0])
+            avail = avail.reshape(*avail.shape[:2], -1, avail.shape[-1])
             values = (np.flatnonzero(avail[e, a, c]) + action.start[c]).tolist()
             raise ValueError(
                 f"{self.what} {actions[e, a].tolist()} {where} is not available: component {c} may now take {values}"
             )
+
+    def _object(self, actions: np.ndarray, mask: np.ndarray) -> None:
+        """Each live agent's value must be in the space (``space.contains``)."""
+        space = self.action.space()
+        for e, a in zip(*np.nonzero(mask)):
+            value = actions[e, a]
+            try:
+                inside = space.contains(value)
+            except Exception:  # noqa: BLE001 - a value of the wrong kind may make contains() itself raise
+                inside = False
+            if not inside:
+                raise ValueError(f"{self.what} {value!r} for env {e}, agent {self.agent_ids[a]!r} is not in the "
+                                 f"action space {space}")
 
     def _multi_binary(self, actions: np.ndarray, mask: np.ndarray) -> None:
         if actions.dtype.kind not in "iub":

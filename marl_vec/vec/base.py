@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import copy as copy_module
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence, cast
@@ -26,11 +27,11 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from marl_vec import spaces
-from marl_vec.buffers import BatchBuffers
+from marl_vec.buffers import BatchBuffers, obs_leaves
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.group import EnvFinishedError
-from marl_vec.spec import DiscreteAction, EnvSpec, TreeAction
+from marl_vec.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
 from marl_vec.vec.copies import copier_for, zeros_maker
 
@@ -147,6 +148,9 @@ class VecEnv(ABC):
             self._chosen = np.empty(num_envs * A, dtype=bool)
             self._in_range = np.empty((num_envs, A), dtype=bool)
             self._unsigned: dict[np.dtype, np.dtype] = {}  # action dtype -> its unsigned twin
+        self._objects_in = isinstance(action, ObjectAction)  # actions are values, kept in an object array
+        # Observation leaves that are object arrays (Text, Graph, ...): copied deeply.
+        self._objects_out = any(dtype.hasobject for _, _, dtype in obs_leaves(spec))
         # (path, check) of the action kind (for Discrete: what explains a failed fast
         # check), or of each leaf of Dict/Tuple actions (see action_checks.py).
         self._leaf_checks: list[tuple[spaces.Path, LeafCheck]] = (
@@ -395,7 +399,7 @@ class VecEnv(ABC):
             self._write_tree_actions(actions)
             return
         buf = self.buffers.actions
-        actions = np.asarray(actions)
+        actions = as_object_array(actions, buf.shape) if self._objects_in else np.asarray(actions)
         if self.validate:
             self._validate(actions)
         elif actions.shape != buf.shape:
@@ -436,7 +440,7 @@ class VecEnv(ABC):
                         f"actions must be a tree like the action space {self.spec.action_space}: "
                         f"{leaf_label(path)} is missing"
                     ) from None
-            value = np.asarray(value)
+            value = as_object_array(value, buf.shape) if buf.dtype.hasobject else np.asarray(value)
             if value.shape != buf.shape:
                 raise self._shape_error(value, buf.shape, check)
             if self.validate:
@@ -445,7 +449,7 @@ class VecEnv(ABC):
             value = actions
             for key in path:
                 value = value[key]
-            buf[...] = value
+            buf[...] = as_object_array(value, buf.shape) if buf.dtype.hasobject else value
 
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.
@@ -523,6 +527,9 @@ class VecEnv(ABC):
         if self._obs_is_tree:
             obs = spaces.tree_map(_copy, buf.obs)
             state = None if buf.state is None else spaces.tree_map(_copy, buf.state)
+        elif self._objects_out:
+            obs = _copy(buf.obs)
+            state = None if buf.state is None else _copy(buf.state)
         else:
             copiers = self._copiers
             if copiers is None:
@@ -552,6 +559,9 @@ class VecEnv(ABC):
                     None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
                     None if avail is None else fresh(avail))
         if any_done:
+            if self._objects_out:
+                return (_copy(buf.final_obs), None if buf.final_state is None else _copy(buf.final_state),
+                        None if avail is None else avail.copy())
             copiers = cast(list, self._copiers)  # set by _result before
             return (copiers[2](buf.final_obs), None if buf.final_state is None else copiers[3](buf.final_state),
                     None if avail is None else avail.copy())
@@ -564,7 +574,41 @@ class VecEnv(ABC):
 
 
 def _copy(array: np.ndarray) -> np.ndarray:
+    if array.dtype.hasobject:  # Text, Graph, ... values: the env may change them in place later
+        return copy_module.deepcopy(array)
     return array.copy()  # the method: np.copy's Python wrapper costs more than the copy of a small array
+
+
+def as_object_array(values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` (nested sequences, e.g. one tuple of A values per env) as an object array of
+    ``shape``, each value kept as it is: ``np.asarray`` would turn tuples and arrays
+    (a Graph's nodes, a Sequence's items) into more axes.
+
+    >>> as_object_array([("ab",), ("c",)], (2, 1))[1, 0]
+    'c'
+    """
+    if isinstance(values, np.ndarray) and values.dtype.hasobject and values.shape == shape:
+        return values
+    out = np.empty(shape, dtype=object)
+
+    def fill(index: tuple[int, ...], value: Any) -> None:
+        if len(index) == len(shape):
+            out[index] = value
+            return
+        n = shape[len(index)]
+        try:
+            items = list(value) if not isinstance(value, (str, bytes)) else None
+        except TypeError:
+            items = None
+        if items is None or len(items) != n:
+            where = f" at {list(index)}" if index else ""
+            raise ValueError(f"expected {n} items{where} (object actions of shape {shape}: one value per env "
+                             f"and agent), got {type(value).__name__} {value!r}")
+        for k, item in enumerate(items):
+            fill((*index, k), item)
+
+    fill((), values)
+    return out
 
 
 def _zeros_like(array: np.ndarray) -> np.ndarray:

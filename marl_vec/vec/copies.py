@@ -91,7 +91,7 @@ class Recycler:
 def copier_for(array: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
     """How copies of ``array`` (a buffer field) are made: a :class:`Recycler` for large
     ones, else ``ndarray.copy`` (the allocator is the cheapest way for small ones)."""
-    if array is not None and array.nbytes >= LARGE:
+    if array is not None and array.nbytes >= LARGE and not array.dtype.hasobject:
         return Recycler().copy
     return np.ndarray.copy
 
@@ -111,7 +111,7 @@ def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < LARGE:
+    if nbytes < LARGE or dtype.hasobject:  # object arrays (Text, Graph, ...) cannot live in a map
         return functools.partial(np.zeros, shape, dtype)
     return functools.partial(_mapped_zeros, shape, dtype, nbytes)
 

@@ -48,12 +48,13 @@ from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
+from marl_vec.spec import SpecMismatchError
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
 from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.worker import STEP
+from marl_vec.vec.worker import STEP, ObjectReply
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
@@ -207,6 +208,9 @@ class RayVecEnv(AsyncPool, VecEnv):
             self.actors = [self._new_actor(w, env_seed) for w in range(workers)]
             self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
             specs = self._gather([a.spec.remote() for a in self.actors], "start")
+            for other in specs:  # envs of one actor's block that differ (GroupHost.spec)
+                if isinstance(other, SpecMismatchError):
+                    raise other
             spec = specs[0]
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
@@ -266,8 +270,15 @@ class RayVecEnv(AsyncPool, VecEnv):
         if link is None:
             self._refs[w] = getattr(self.actors[w], command).remote(*args)
             return
-        # Over the link, a step's actions are in shared memory already: one byte says "go".
-        data = STEP if command == "step" else pickle.dumps((command, *args), protocol=pickle.HIGHEST_PROTOCOL)
+        # Over the link, a step's actions are in shared memory already: one byte says "go"
+        # (object actions, never in shared memory, go with it).
+        if command == "step" and self.buffers.object_actions:
+            block = self.blocks[w]
+            args = (self.buffers.object_rows(block.start, block.stop, self.buffers.object_actions),)
+        elif command == "step":
+            args = ()
+        data = STEP if command == "step" and not args else pickle.dumps((command, *args),
+                                                                           protocol=pickle.HIGHEST_PROTOCOL)
         try:
             link.send(data, self.timeout)
         except (OSError, EOFError):  # the actor is gone; _receive reports it
@@ -346,6 +357,10 @@ class RayVecEnv(AsyncPool, VecEnv):
                     env_index, _what, text = payload
                     results[w] = self._raised(w, command, env_index, text)
                 else:
+                    if isinstance(payload, ObjectReply):  # object leaves of its block (not shared)
+                        self.buffers.write_object_rows(self.blocks[w].start, self.buffers.object_fields,
+                                                       payload.rows)
+                        payload = payload.payload
                     results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
 
     def _lost(self, w: int, command: str, replace: bool, results: dict[int, Any]) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
+from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
 from marl_vec.vec.ray_session import ray_module
 
@@ -40,6 +41,17 @@ class GroupHost:
         from marl_vec.group import EnvGroup
 
         adapters = [as_adapter(fn()) for fn in env_fns]
+        # Envs of this block whose specs differ: the driver raises this error itself (see
+        # spec()), as it does for envs of different blocks, instead of a dead actor's.
+        self.mismatch: SpecMismatchError | None = None
+        try:
+            for j, adapter in enumerate(adapters[1:], 1):
+                adapters[0].spec.check_same(adapter.spec, start + j)
+        except SpecMismatchError as err:
+            self.mismatch = err
+            for adapter in adapters:
+                adapter.close()
+            return
         try:
             spec = with_reward_dtype(adapters[0].spec, reward_dtype)  # the driver's layout
             self.buffers = BatchBuffers(spec, len(adapters))
@@ -61,7 +73,8 @@ class GroupHost:
         self._keeps_final = self.group.mode.keeps_final
 
     def spec(self):
-        return self.buffers.spec
+        """The block's spec, or the SpecMismatchError of envs of the block that differ."""
+        return self.mismatch if self.mismatch is not None else self.buffers.spec
 
     def node_id(self) -> str:
         return ray_module().get_runtime_context().get_node_id()
@@ -118,5 +131,6 @@ class GroupHost:
         return self.group.render()
 
     def close(self) -> None:
-        self.group.close()
+        if self.mismatch is None:  # else its envs are closed already
+            self.group.close()
 

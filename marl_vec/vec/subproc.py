@@ -50,7 +50,7 @@ from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
-from marl_vec.vec.worker import STEP, decode, worker_main
+from marl_vec.vec.worker import STEP, ObjectReply, decode, worker_main
 
 __all__ = ["SubprocVecEnv", "PoolStepResult", "WorkerError", "WorkerDiedError", "default_start_method"]
 
@@ -179,6 +179,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         self._step_replies: dict[int, Any] = {}  # the current step's answers read so far
         self._broken: WorkerError | None = None
         self._buffers_holder: list[BatchBuffers] = []
+        self._object_actions: list[str] = []  # object action arrays (Text, Graph, ... spaces)
         # Cleanup runs on close(), on garbage collection and at interpreter exit,
         # whichever comes first; it holds no reference to self.
         self._finalizer = weakref.finalize(
@@ -194,6 +195,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             self.buffers = BatchBuffers(self.spec, num_envs, shared=True)
             self._buffers_holder.append(self.buffers)
+            self._object_actions = self.buffers.object_actions
             # The workers lay out the block from the same spec (reward dtype included).
             self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
             self._collect("start", range(num_workers), start_timeout)
@@ -244,6 +246,10 @@ class SubprocVecEnv(AsyncPool, VecEnv):
     # -- talking to workers -------------------------------------------------------
 
     def _send(self, w: int, data: bytes, command: str) -> None:
+        if data is STEP and self._object_actions:  # object actions cannot wait in shared memory
+            start, stop = self._blocks[w]
+            data = pickle.dumps(("step", self.buffers.object_rows(start, stop, self._object_actions)),
+                                protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self._conns[w].send_bytes(data)
         except OSError:  # BrokenPipeError / ConnectionResetError: the worker is gone
@@ -338,6 +344,9 @@ class SubprocVecEnv(AsyncPool, VecEnv):
                     env_index, what, text = payload
                     results[w] = WorkerError(command, w, env_index, what, text)
                 else:
+                    if isinstance(payload, ObjectReply):  # object leaves of its block (not shared)
+                        self.buffers.write_object_rows(self._blocks[w][0], self.buffers.object_fields, payload.rows)
+                        payload = payload.payload
                     results[w] = payload
         for answer in results.values():
             if isinstance(answer, WorkerError):

@@ -10,6 +10,9 @@ Wire format, chosen so that the hot path pickles nothing in the common case:
 - parent -> worker: :data:`STEP` (one byte) or a pickled ``(command, *args)`` tuple.
 - worker -> parent: ``b""`` (done, nothing to say: a step with only empty infos)
   or a pickled ``("ok", payload)`` / ``("error", (env_index, repr, traceback))``.
+- Only for spaces with object leaves (Text, Graph, ...; never in shared memory):
+  a step is ``("step", object_action_rows)``, and step and reset answers are an
+  :class:`ObjectReply` carrying the block's rows of the object arrays.
 
 Example (what SubprocVecEnv does; not run here)::
 
@@ -46,6 +49,30 @@ def decode(data: bytes) -> tuple[str, Any]:
     if not data:
         return "ok", None
     return pickle.loads(data)
+
+
+class ObjectReply:
+    """A step or reset answer plus the worker's rows of the object arrays (see the module doc)."""
+
+    __slots__ = ("payload", "rows")
+
+    def __init__(self, payload: Any, rows: list):
+        self.payload, self.rows = payload, rows
+
+    def __reduce__(self) -> Any:
+        return ObjectReply, (self.payload, self.rows)
+
+
+def _step_reply(group: Any, objects: bool) -> bytes:
+    """Step ``group`` and encode its answer (only non-empty infos; object rows if any)."""
+    try:
+        infos = group.step()
+    except Exception as exc:
+        return encode_error(exc)
+    nonempty = _nonempty(infos)
+    if objects:
+        return encode_ok(ObjectReply(nonempty, group.object_rows()))
+    return OK_EMPTY if nonempty is None else encode_ok(nonempty)
 
 
 def _nonempty(infos: Sequence[dict[str, Any]], local_ids: Sequence[int] | None = None) -> dict[int, dict] | None:
@@ -159,18 +186,17 @@ def serve(conn: Any, group: Any, start: int) -> None:
     Shared by worker processes and by Ray actors linked to their driver over a socket.
     """
     recv, send = conn.recv_bytes, conn.send_bytes
+    objects = bool(group.buffers.object_fields)
     while True:
         data = recv()
         if data == STEP:
-            try:
-                infos = group.step()
-            except Exception as exc:
-                send(encode_error(exc))
-                continue
-            nonempty = _nonempty(infos)
-            send(OK_EMPTY if nonempty is None else encode_ok(nonempty))
+            send(_step_reply(group, objects))
             continue
         command, *args = pickle.loads(data)
+        if command == "step":  # object actions come with the step
+            group.write_object_actions(args[0])
+            send(_step_reply(group, objects))
+            continue
         if command == "close":
             try:
                 group.close()
@@ -180,7 +206,10 @@ def serve(conn: Any, group: Any, start: int) -> None:
                 send(OK_EMPTY)
             return
         try:
-            reply = encode_ok(_command(group, command, args))  # pickling a result may fail too
+            payload = _command(group, command, args)
+            if objects and command == "reset":
+                payload = ObjectReply(payload, group.object_rows())
+            reply = encode_ok(payload)  # pickling a result may fail too
         except Exception as exc:
             reply = encode_error(exc)
         send(reply)
