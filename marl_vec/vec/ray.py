@@ -49,7 +49,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
-from marl_vec.vec.pool import AsyncPool
+from marl_vec.vec.pool import AsyncPool, _EnvFailed
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
 from marl_vec.vec.worker import STEP
@@ -114,7 +114,8 @@ class RayVecEnv(AsyncPool, VecEnv):
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
         batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
-            multiple of the actors' block size (see :mod:`marl_vec.vec.pool`).
+            multiple of the actors' block size: an actor steps its whole block (see
+            :mod:`marl_vec.vec.pool`).
     """
 
     def __init__(
@@ -187,7 +188,8 @@ class RayVecEnv(AsyncPool, VecEnv):
             bounds = np.linspace(0, num_envs, workers + 1).astype(int).tolist() if opts["envs_per_worker"] is None \
                 else [min(i * opts["envs_per_worker"], num_envs) for i in range(workers + 1)]
             self.blocks = [range(bounds[w], bounds[w + 1]) for w in range(workers)]
-            self._init_pool(batch_size, num_envs, [(b.start, b.stop) for b in self.blocks])
+            self._init_pool(batch_size, num_envs, [(b.start, b.stop) for b in self.blocks],
+                            whole_blocks="a Ray actor steps its whole block in one call")
             group_kwargs = {"restart_on_error": restart_on_error} if restart_on_error else {}
             self._actor_cls = ray.remote(GroupHost).options(
                 num_cpus=per,
@@ -554,7 +556,7 @@ class RayVecEnv(AsyncPool, VecEnv):
     def _pool_check_usable(self) -> None:
         self._check_alive(range(len(self.actors)))
 
-    def _pool_go(self, w: int) -> None:
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:  # always the whole block
         self._check_alive([w])
         self._send(w, "step", (self._act[w],))
 
@@ -584,9 +586,17 @@ class RayVecEnv(AsyncPool, VecEnv):
             if answered or (remaining is not None and remaining <= 0):
                 return answered
 
-    def _pool_answer(self, w: int) -> dict[int, dict] | None:
-        result = self._receive([w], "step", replace=True)[w]
-        return self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
+    def _pool_answer(self, w: int) -> None:
+        try:
+            result = self._receive([w], "step", replace=True)[w]
+            infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
+        except RayWorkerError as exc:  # its block's envs leave the pool until reset()
+            for _ in range(len(self._pool_flying[w])):
+                self._pool_fail(w)
+            raise _EnvFailed(exc) from None
+        start = self.blocks[w].start
+        for i in list(self._pool_flying[w]):  # the block, in order
+            self._pool_complete(w, infos.get(i - start))
 
     def _pool_timed_out(self, flying: list[int]) -> None:
         err = RayWorkerError(f"{self._where(flying[0])} did not answer step within {self.timeout:g} s; "

@@ -45,14 +45,15 @@ from typing import Any, Callable, Sequence
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
-from marl_vec.vec.pool import AsyncPool, PoolStepResult
-from marl_vec.vec.worker import STEP, decode, worker_main
+from marl_vec.vec.pool import AsyncPool, PoolStepResult, _EnvFailed
+from marl_vec.vec.worker import STEP, decode, encode_pool_step, worker_main
 
-__all__ = ["SubprocVecEnv", "PoolStepResult", "WorkerError", "WorkerDiedError", "default_start_method"]
+__all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError", "WorkerDiedError",
+           "default_start_method"]
 
 _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
@@ -121,8 +122,8 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see :mod:`marl_vec.state`).
-        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
-            multiple of ``num_envs // num_workers`` (see :mod:`marl_vec.vec.pool`).
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``), any
+            number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
     """
 
 
@@ -196,7 +197,9 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             self._buffers_holder.append(self.buffers)
             # The workers lay out the block from the same spec (reward dtype included).
             self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
-            self._collect("start", range(num_workers), start_timeout)
+            single = self._collect("start", range(num_workers), start_timeout)  # steps single envs?
+            self._pool_set_whole([w for w in range(num_workers) if not single[w]],
+                                 "these envs' engine steps a worker's whole block in one call")
         except BaseException:
             self._finalizer()
             raise
@@ -436,6 +439,13 @@ class SubprocVecEnv(AsyncPool, VecEnv):
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
         """Worker w died in a step: start a new one; its envs end their episodes as
         truncated (:meth:`VecEnv._restart_block`). A replacement that fails breaks the batch."""
+        restarts = self._restart_process(w, what)
+        start, stop = self._blocks[w]
+        return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
+                                   {"error": what, "worker_restarts": restarts})
+
+    def _restart_process(self, w: int, what: str) -> int:
+        """Start a new worker w over its block (envs built, not reset); returns its restart count."""
         self.worker_restarts[w] += 1
         restarts = self.worker_restarts[w]
         self._conns[w].close()
@@ -457,8 +467,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             self._broken = WorkerError("restart", w, None, f"replacing dead worker {w} ({what}) failed: {exc!r}")
             raise self._broken from exc
         self.worker_pids[w] = self._procs[w].pid
-        return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
-                                   {"error": what, "worker_restarts": restarts})
+        return restarts
 
     def _check_idle(self, call: str) -> None:
         self._check_open()
@@ -471,17 +480,58 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         if self._broken is not None:
             raise self._broken
 
-    def _pool_go(self, w: int) -> None:
-        self._send(w, STEP, "step")
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:
+        try:
+            self._conns[w].send_bytes(encode_pool_step(local_ids))
+        except OSError:  # the worker is gone: its sentinel reports it to _pool_answer
+            pass
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         conns, procs = self._conns, self._procs
         ready = _wait_any([conns[w] for w in flying] + [procs[w].sentinel for w in flying], timeout)
         return [w for w in flying if conns[w] in ready or procs[w].sentinel in ready]
 
-    def _pool_answer(self, w: int) -> dict[int, dict] | None:
-        reply = self._collect("step", [w], replace=True)[w]  # answered: returns at once
-        return self._replace_worker(w, reply.what) if isinstance(reply, _Lost) else reply
+    def _pool_answer(self, w: int) -> None:
+        """Every answer worker w has sent (one per finished env); a dead worker is replaced."""
+        conn, flight = self._conns[w], self._pool_flying[w]
+        read = 0
+        error: WorkerError | None = None
+        try:
+            while flight and conn.poll():
+                data = conn.recv_bytes()
+                read += 1
+                if not data:
+                    self._pool_complete(w, None)
+                    continue
+                status, payload = decode(data)
+                if status == "ok":
+                    self._pool_complete(w, payload)
+                    continue
+                env_index, what, text = payload
+                self._pool_fail(w)
+                error = error or WorkerError("step", w, env_index, what, text)
+        except (EOFError, OSError):  # it died: the answers it sent first are read
+            read = 0
+        if error is not None:
+            raise _EnvFailed(error)
+        if read or not flight or self._procs[w].is_alive():
+            return
+        self._pool_lost(w)
+
+    def _pool_lost(self, w: int) -> None:
+        """Worker w died with envs in flight: a new worker takes its block; each of its envs
+        restarts at its next step (those in flight are sent again at once)."""
+        what = self._death(w)
+        if not (self._restart_on_error and not self._why_not_replaced(w)):
+            raise self._died(w, "step")
+        restarts = self._restart_process(w, what)
+        start, stop = self._blocks[w]
+        details = {"error": what, "worker_restarts": restarts}
+        for i in range(start, stop):
+            self._pool_restarted[i] = details
+        flight = self._pool_flying[w]
+        if flight:
+            self._pool_go(w, [i - start for i in flight])
 
     def _pool_timed_out(self, flying: list[int]) -> None:
         self._broken = WorkerError(
@@ -490,6 +540,9 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             "close() this SubprocVecEnv (it kills them)",
         )
         raise self._broken
+
+    def _pool_settle(self, envs: list[int]) -> None:
+        self._command("reset", {w: (None, local) for w, local in self._per_worker(envs).items()})
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
