@@ -154,3 +154,23 @@ def test_close_with_steps_in_flight_leaves_nothing():
     venv.close()
     alive, shm_left = gone(pids, shm, wait=5.0)
     assert alive == [] and not shm_left
+
+
+def test_an_env_that_raises_restarts_within_its_budget_and_goes_on():
+    fns = [DyingAgentEnv, DyingAgentEnv, functools.partial(FailingEnv, fail_at=2), DyingAgentEnv]
+    with SubprocVecEnv(fns, num_workers=2, batch_size=1, restart_on_error=1) as venv:
+        venv.reset()
+        steps = [0] * 4
+        restarted = []
+        while min(steps) < 3:  # the rebuilt env 2 would fail at its own second step: it stops at 3
+            r = venv.recv()
+            i = int(r.env_ids[0])
+            if r.infos[0].get("restarted"):
+                restarted.append(i)
+                assert r.done[0] and r.truncated[0].all() and "scripted failure at step 2" in r.infos[0]["error"]
+                assert "episode" in r.infos[0] and r.infos[0]["episode"]["restarts"] == 1
+            steps[i] += 1
+            if i != 2 or steps[i] < 3:
+                venv.send(policy(r.avail_actions[0], i, steps[i])[None], [i])
+        assert restarted == [2]
+        assert venv.episode_statistics()["restarts"] > 0
