@@ -515,6 +515,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         poller, fds = made
         events = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
         answered, readable = set(), self._pool_readable
+        readable.clear()  # only this poll's word counts: a pipe read in full must not be read again
         for fd, _ in events:
             w, is_conn = fds[fd]
             answered.add(w)
