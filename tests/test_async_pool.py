@@ -18,6 +18,7 @@ from tests.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_traje
 from tests.scripted_envs import DyingAgentEnv
 
 backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+ray_backend = backends.backend_fixture(("ray-auto", "ray-ray"))
 
 DELAYS = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: its envs finish out of turn
 
@@ -65,9 +66,8 @@ def test_a_batch_gathers_the_first_finished_envs_of_any_worker():
         assert sorted(r.env_ids.tolist()) == [1, 3]
 
 
-def test_fast_blocks_come_first_on_ray(backend):
-    if backend == "subproc":
-        pytest.skip("whole blocks: Ray actors only (tested above per env on subproc)")
+def test_fast_blocks_come_first_on_ray(ray_backend):
+    backend = ray_backend  # Ray actors step whole blocks (single envs: tested above on subproc)
     fns = [functools.partial(DelayedEnv, 0.0)] * 2 + [functools.partial(DelayedEnv, 0.3)] * 2
     with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
         venv.reset()
