@@ -82,6 +82,9 @@ def test_dead_worker_is_replaced_and_its_envs_restart_at_their_next_result():
         venv.send(ONES[:1], [3])  # to the dead worker: it restarts too
         r = venv.recv()
         assert sorted(r.env_ids.tolist()) == [2, 3] and venv.worker_restarts == [0, 1]
+        with open(f"/proc/{venv.worker_pids[1]}/status") as status:  # the pool holds signals while reading;
+            blocked = next(line for line in status if line.startswith("SigBlk:"))  # the new worker must not
+        assert int(blocked.split()[1], 16) == 0
         assert r.done.all() and r.truncated.all() and not r.terminated.any() and not r.reward.any()
         for k, i in enumerate(r.env_ids.tolist()):
             info = r.infos[k]

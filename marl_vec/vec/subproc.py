@@ -534,6 +534,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         """
         flight = self._pool_flying[w]
         error: WorkerError | None = None
+        lost = False
         blocked = _sigmask(signal.SIG_BLOCK, _SIGNALS)
         try:
             readable = w in self._pool_readable  # else only its sentinel fired: it died
@@ -543,36 +544,37 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             except OSError:
                 chunk = b""
             if not chunk:  # end of file: it died (answers it sent first were read before)
-                if flight and not self._procs[w].is_alive():
-                    self._pool_lost(w)
-                return
-            data = self._pool_partial[w] + chunk if self._pool_partial[w] else chunk
-            pos, end = 0, len(data)
-            while end - pos >= 4:
-                (size,) = _LENGTH.unpack_from(data, pos)
-                head = 4
-                if size == -1:  # multiprocessing's long frame: an 8-byte length follows
-                    if end - pos < 12:
+                lost = bool(flight) and not self._procs[w].is_alive()
+            else:
+                data = self._pool_partial[w] + chunk if self._pool_partial[w] else chunk
+                pos, end = 0, len(data)
+                while end - pos >= 4:
+                    (size,) = _LENGTH.unpack_from(data, pos)
+                    head = 4
+                    if size == -1:  # multiprocessing's long frame: an 8-byte length follows
+                        if end - pos < 12:
+                            break
+                        (size,) = _LONG_LENGTH.unpack_from(data, pos + 4)
+                        head = 12
+                    if end - pos - head < size:
                         break
-                    (size,) = _LONG_LENGTH.unpack_from(data, pos + 4)
-                    head = 12
-                if end - pos - head < size:
-                    break
-                start = pos + head
-                pos = start + size
-                if not size:
-                    self._pool_complete(w, None)
-                    continue
-                status, payload = decode(data[start:pos])
-                if status == "ok":
-                    self._pool_complete(w, payload)
-                    continue
-                env_index, what, text = payload
-                self._pool_fail(w)
-                error = error or WorkerError("step", w, env_index, what, text)
-            self._pool_partial[w] = data[pos:]
+                    start = pos + head
+                    pos = start + size
+                    if not size:
+                        self._pool_complete(w, None)
+                        continue
+                    status, payload = decode(data[start:pos])
+                    if status == "ok":
+                        self._pool_complete(w, payload)
+                        continue
+                    env_index, what, text = payload
+                    self._pool_fail(w)
+                    error = error or WorkerError("step", w, env_index, what, text)
+                self._pool_partial[w] = data[pos:]
         finally:
             _sigmask(signal.SIG_SETMASK, blocked)
+        if lost:  # signals flow again: a replacement takes time, and a forked worker inherits the mask
+            self._pool_lost(w)
         if error is not None:
             raise _EnvFailed(error)
 
