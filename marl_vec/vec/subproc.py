@@ -36,7 +36,6 @@ import os
 import pickle
 import select
 import signal
-import struct
 import sys
 import threading
 import time
@@ -59,12 +58,6 @@ __all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError"
 
 _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
-_LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
-_SIGNALS = signal.valid_signals()
-try:  # signal.pthread_sigmask turns every returned signal into an enum (~10 us a call): the C function
-    from _signal import pthread_sigmask as _sigmask
-except ImportError:  # not CPython
-    _sigmask = signal.pthread_sigmask
 
 
 def default_start_method() -> str:
@@ -182,7 +175,6 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
         self._init_pool(batch_size, num_envs, self._blocks)
-        self._pool_partial = [b""] * num_workers  # per worker: the start of a pool answer not read whole
         self._pool_pollers: dict[tuple[int, ...], Any] = {}  # workers in flight -> (select.poll, fd -> worker)
         self._pool_readable: set[int] = set()  # workers whose pipe the last poll found readable
         self._procs: list[Any] = []
@@ -524,59 +516,15 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         return [w for w in flying if w in answered]
 
     def _pool_answer(self, w: int) -> None:
-        """Every answer worker w has sent (one per finished env), read in one go; a dead worker is replaced.
-
-        The answers are multiprocessing's frames (a 4-byte length, then the bytes), read
-        with one ``os.read`` and cut here: per env, that saves the two or three system
-        calls of ``recv_bytes``/``poll``. A frame cut by the read waits in
-        ``_pool_partial`` for the rest. Signals wait until the answers read are
-        recorded, so Ctrl-C never drops one.
-        """
-        flight = self._pool_flying[w]
-        error: WorkerError | None = None
-        lost = False
-        blocked = _sigmask(signal.SIG_BLOCK, _SIGNALS)
-        try:
-            readable = w in self._pool_readable  # else only its sentinel fired: it died
-            self._pool_readable.discard(w)
-            try:
-                chunk = os.read(self._conns[w].fileno(), 1 << 16) if readable else b""
-            except OSError:
-                chunk = b""
-            if not chunk:  # end of file: it died (answers it sent first were read before)
-                lost = bool(flight) and not self._procs[w].is_alive()
-            else:
-                data = self._pool_partial[w] + chunk if self._pool_partial[w] else chunk
-                pos, end = 0, len(data)
-                while end - pos >= 4:
-                    (size,) = _LENGTH.unpack_from(data, pos)
-                    head = 4
-                    if size == -1:  # multiprocessing's long frame: an 8-byte length follows
-                        if end - pos < 12:
-                            break
-                        (size,) = _LONG_LENGTH.unpack_from(data, pos + 4)
-                        head = 12
-                    if end - pos - head < size:
-                        break
-                    start = pos + head
-                    pos = start + size
-                    if not size:
-                        self._pool_complete(w, None)
-                        continue
-                    status, payload = decode(data[start:pos])
-                    if status == "ok":
-                        self._pool_complete(w, payload)
-                        continue
-                    env_index, what, text = payload
-                    self._pool_fail(w)
-                    error = error or WorkerError("step", w, env_index, what, text)
-                self._pool_partial[w] = data[pos:]
-        finally:
-            _sigmask(signal.SIG_SETMASK, blocked)
-        if lost:  # signals flow again: a replacement takes time, and a forked worker inherits the mask
+        """Every answer worker w has sent, read in one go (:meth:`AsyncPool._pool_read`); a
+        dead worker is replaced, once signals flow again (a forked worker inherits the mask)."""
+        readable = w in self._pool_readable  # else only its sentinel fired: it died
+        self._pool_readable.discard(w)
+        if readable and not self._pool_read(w, self._conns[w].fileno(),
+                                            lambda env, what, text: WorkerError("step", w, env, what, text)):
+            return
+        if self._pool_flying[w] and not self._procs[w].is_alive():
             self._pool_lost(w)
-        if error is not None:
-            raise _EnvFailed(error)
 
     def _pool_lost(self, w: int) -> None:
         """Worker w died with envs in flight: a new worker takes its block; each of its envs
