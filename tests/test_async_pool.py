@@ -18,7 +18,7 @@ from tests.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_traje
 from tests.scripted_envs import DyingAgentEnv
 
 backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
-ray_backend = backends.backend_fixture(("ray-auto", "ray-ray"))
+ray_backend = backends.backend_fixture(("ray-ray",))  # actors answering Ray calls step whole blocks
 
 DELAYS = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: its envs finish out of turn
 
@@ -38,6 +38,14 @@ def test_each_env_trajectory_equals_its_synchronous_one_on_every_backend(backend
     fns = [functools.partial(DelayedEnv, d) for d in DELAYS]
     expected = sync_trajectories(fns, STEPS)
     got, _, _ = pool_trajectories(fns, STEPS, backend, num_workers=2, batch_size=3)
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_linked_ray_actors_hand_out_single_envs(ray_cluster, batch_size):  # noqa: F811
+    fns = [functools.partial(DelayedEnv, d) for d in DELAYS]
+    expected = sync_trajectories(fns, STEPS)
+    got, batches, _ = pool_trajectories(fns, STEPS, "ray-auto", hold=True, num_workers=2, batch_size=batch_size)
     assert_same(got, expected)
 
 
@@ -66,8 +74,8 @@ def test_a_batch_gathers_the_first_finished_envs_of_any_worker():
         assert sorted(r.env_ids.tolist()) == [1, 3]
 
 
-def test_fast_blocks_come_first_on_ray(ray_backend):
-    backend = ray_backend  # Ray actors step whole blocks (single envs: tested above on subproc)
+def test_fast_blocks_come_first_on_ray_calls(ray_backend):
+    backend = ray_backend
     fns = [functools.partial(DelayedEnv, 0.0)] * 2 + [functools.partial(DelayedEnv, 0.3)] * 2
     with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
         venv.reset()

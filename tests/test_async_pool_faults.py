@@ -177,3 +177,28 @@ def test_an_env_that_raises_restarts_within_its_budget_and_goes_on():
                 venv.send(policy(r.avail_actions[0], i, steps[i])[None], [i])
         assert restarted == [2]
         assert venv.episode_statistics()["restarts"] > 0
+
+
+def test_dead_linked_ray_actor_is_replaced_and_its_envs_restart(ray_cluster):  # noqa: F811
+    import ray
+
+    fns = [lambda: DelayedEnv(0.0), lambda: DelayedEnv(0.0), lambda: DelayedEnv(1.0), lambda: DelayedEnv(0.0)]
+    with backends.make("ray-auto", fns, num_workers=2, batch_size=2, restart_on_error=1) as venv:
+        assert venv.linked == [True, True]
+        r0 = venv.reset()
+        venv.send(ONES, venv.recv().env_ids)  # envs 0, 1
+        assert venv.recv().env_ids.tolist() == [2, 3]
+        venv.send(ONES[:1], [2])  # 1 s: in flight at the kill
+        ray.kill(venv.actors[1])
+        r = venv.recv()
+        assert r.env_ids.tolist() == [0, 1] and not any("restarted" in i for i in r.infos)
+        venv.send(ONES[:1], [3])
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [2, 3] and venv.actor_restarts == [0, 1] and venv.linked == [True, True]
+        assert r.done.all() and r.truncated.all() and not r.reward.any()
+        for k, i in enumerate(r.env_ids.tolist()):
+            assert r.infos[k]["restarted"] and r.infos[k]["actor_restarts"] == 1
+            np.testing.assert_array_equal(r.final_obs[k], r0.obs[i])
+        venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [2, 3] and r.obs[:, 0, 0].tolist() == [1.0, 1.0]

@@ -33,10 +33,11 @@ def test_batch_size_out_of_range(batch_size):
         SubprocVecEnv(FNS, num_workers=2, batch_size=batch_size)
 
 
-def test_ray_actors_step_whole_blocks(ray_cluster):  # noqa: F811
+def test_ray_actors_answering_ray_calls_step_whole_blocks(ray_cluster):  # noqa: F811
     with pytest.raises(ValueError, match=r"batch_size must be num_envs=4 or a multiple of the block size "
-                                         r"num_envs // num_workers = 4/2.*a Ray actor steps its whole block.*got batch_size=3"):
-        backends.make("ray-auto", FNS, batch_size=3)
+                                         r"num_envs // num_workers = 4/2.*a Ray actor answering Ray calls .*"
+                                         r"steps its whole block in one call; got batch_size=3"):
+        backends.make("ray-ray", FNS, batch_size=3)
 
 
 def test_other_autoreset_modes_refuse_the_pool():
