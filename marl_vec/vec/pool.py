@@ -2,13 +2,14 @@
 
 Like EnvPool, the pool holds ``num_envs`` envs and hands them out ``batch_size`` at a
 time, in the order their results arrive, so a slow env does not hold the others back.
-The unit is one env: a SubprocVecEnv worker steps the envs it was sent one by one and
-signals each as soon as its rows are in shared memory, so ``recv()`` returns the first
-``batch_size`` finished envs, whichever workers they live on; any ``batch_size`` in
-``[1, num_envs]`` works. Where a worker can only step its whole block (a Ray actor, a
-native engine such as the ``ale_vector`` Atari engine), its envs finish together, sent
-envs wait until the rest of their block is sent, and ``batch_size`` must be ``num_envs``
-or a multiple of the (equal) block size.
+The unit is one env: a SubprocVecEnv worker (or a Ray actor linked to the driver's
+shared memory) steps the envs it was sent one by one and signals each as soon as its
+rows are in shared memory, so ``recv()`` returns the first ``batch_size`` finished envs,
+whichever workers they live on; any ``batch_size`` in ``[1, num_envs]`` works. Where a
+worker can only step its whole block (a Ray actor answering Ray calls, a native engine
+such as the ``ale_vector`` Atari engine), its envs finish together, sent envs wait
+until the rest of their block is sent, and ``batch_size`` must be ``num_envs`` or a
+multiple of the (equal) block size.
 
 Contract:
 
