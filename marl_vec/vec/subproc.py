@@ -50,7 +50,7 @@ from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
-from marl_vec.vec.pool import AsyncPool, PoolStepResult, _EnvFailed
+from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.worker import STEP, decode, encode_pool_step, worker_main
 
 __all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError", "WorkerDiedError",
