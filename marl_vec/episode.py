@@ -74,6 +74,14 @@ class EpisodeTracker:
         self.returns += reward
         self.steps += 1
 
+    def add_env_step(self, i: int, reward: np.ndarray) -> None:
+        """Env i alone took a step (the async pool steps envs one by one): its
+        return grows by ``reward`` (its (A,) row) and its length by one, as
+        :meth:`add_step` would give it (moving its start back a step leaves the
+        shared counter, and so every other env's length, unchanged)."""
+        self._return_rows[i] += reward
+        self._began[i] -= 1
+
     def length(self, i: int) -> int:
         """Steps of env i's running episode."""
         return self.steps - self._began[i]

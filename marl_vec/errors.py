@@ -54,6 +54,22 @@ class WorkerDiedError(WorkerError):
     """A worker process exited without answering (killed, segfault, out of memory)."""
 
 
+class PoolNotReadyError(RuntimeError):
+    """The async pool's ``send``/``recv`` used out of order (:mod:`marl_vec.vec.pool`).
+
+    Raised, with the envs concerned named, when ``send`` is given an env that
+    ``recv`` has not returned since its last ``send`` (no env is stepped twice
+    without a ``recv`` in between), when ``recv`` cannot gather ``batch_size`` envs
+    (the caller holds the others, received and not sent), or before ``reset()``.
+    Nothing was sent or stepped: the pool is as it was.
+
+    Example:
+        >>> err = PoolNotReadyError("send() got env 3, which is stepping")
+        >>> isinstance(err, RuntimeError)
+        True
+    """
+
+
 class AlreadyPendingCallError(RuntimeError):
     """A call was made while a step is pending (``step_async`` done, ``step_wait`` not yet).
 

@@ -137,6 +137,7 @@ class EnvGroup:
         self.truncated = self._block.truncated
         self.done = buffers.done[first:last]
         self._ended = np.zeros_like(self.terminated)
+        self._ended_rows = list(self._ended)  # step_env's per-env views, made once
         # One agent: done is its flags or-ed, written through a (k, 1) view of done.
         self._done_column = self.done[:, None] if spec.n_agents == 1 else None
         # same_step, fast: each env's (final_*, current) row pairs of the fields kept at
@@ -166,6 +167,13 @@ class EnvGroup:
         self._unseeded: set[int] = set(range(k)) if env_seed is not None else set()
         # Seeds for the first reset of rebuilt envs (restart_on_error).
         self._pending_seed: dict[int, int | None] = {}
+        # Local indices of the envs never reset: in a process that replaces a dead
+        # one under the async pool, their first step_env() restarts them instead.
+        self.unstarted: set[int] = set(range(k))
+        # Whether step_env() may step one env alone: a native engine that steps its
+        # whole group in one call refuses partial runs (it refuses next_step for that).
+        self.steps_single_envs = self._stepper.autoreset_error(AutoresetMode.NEXT_STEP.value) is None
+        self._one_infos: list[dict[str, Any]] = [{}] * k  # step_env's infos slot, reused
 
     def __len__(self) -> int:
         return len(self.adapters)
@@ -200,6 +208,7 @@ class EnvGroup:
             self.episodes.begin(j)
             infos.append(self._reset_guarded(j, env_seed))
             unseeded.discard(j)
+            self.unstarted.discard(j)
             self._waiting.discard(j)
             self.finished.discard(j)
             self.done[j] = False
@@ -286,6 +295,51 @@ class EnvGroup:
                 for j, summary in zip(finishing, self.episodes.end(finishing)):
                     infos[j] = self._end_episode(j, infos[j], summary)
         return infos
+
+    def step_env(self, j: int) -> dict[str, Any]:
+        """Step local env j alone (the async pool): its rows, its episode bookkeeping and
+        autoreset come out exactly as :meth:`step` makes them for it; returns its info.
+
+        ``same_step`` and ``fast`` modes only (nothing waits on a reset). An env never
+        reset (``unstarted``: its process replaced a dead one) is not stepped: it
+        restarts, ending the episode the caller saw as truncated, with ``final_*`` the
+        rows as they were and ``info["restarted"]``.
+        """
+        if not self._keeps_final:
+            raise ValueError(f"step_env() needs autoreset same_step or fast, not {self.mode.value!r}")
+        if j in self.unstarted:
+            return self._restart_unstarted(j)
+        infos = self._one_infos
+        try:
+            self._stepper.step(j, j + 1, infos)
+            info = infos[j]
+        except Exception as exc:
+            self._stepper.failed_at = -1
+            if hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "step"):
+                raise
+            info = self._restart_step(j, exc)
+        row, ended = self._rows[j], self._ended_rows[j]
+        np.logical_or(row.terminated, row.truncated, out=ended)
+        done = bool(ended.all())
+        self.done[j] = done
+        self.episodes.add_env_step(j, row.reward)
+        if done:
+            self._keep_finals([j])
+            info = self._end_episode(j, info, self.episodes.end([j])[0])
+        return info
+
+    def _restart_unstarted(self, j: int) -> dict[str, Any]:
+        """Env j of a process that replaced a dead one: reset it now (its first reset,
+        seeded as any first reset) and end the episode its caller saw as truncated."""
+        self._keep_finals([j])  # the rows as the caller last saw them (or as the dead process left them)
+        reset_info = self.reset(None, [j])[0]
+        row = self._rows[j]
+        row.truncated.fill(True)
+        self.done[j] = True
+        info: dict[str, Any] = {"restarted": True}
+        if reset_info:
+            info["reset_info"] = reset_info
+        return info
 
     def _step_around_waiting(self, j: int, n: int, infos: list[dict[str, Any]]) -> None:
         """Step envs j..n-1: waiting ones by their autoreset rule, runs of the others by the stepper."""

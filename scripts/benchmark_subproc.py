@@ -332,6 +332,31 @@ def pool_candidates(fns: list, batch: int, policy_cost: float, actions: np.ndarr
             candidate(f"SubprocVecEnv pool (batch {batch})", pool_build, actions)]
 
 
+def pool_cpu_report(title: str, cases: list[Candidate], steps: int) -> list[str]:
+    """CPU ms per batch step of the synchronous SubprocVecEnv and of the pool, and the ratio
+    they would reach on idle cores (load-independent, unlike wall time on a shared machine).
+
+    Synchronous: the policy runs while the workers wait, so a step takes about
+    main + max(busiest worker, workers' sum / C). Pool: everything overlaps, so about
+    max(main, busiest worker, whole tree / C). Averages over the run: per-step
+    imbalance between workers (what the pool also saves) is not counted.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    out = [f"{title}: CPU ms per batch step (load-independent; idle estimate for {cores} cores)",
+           f"  {'':<28} {'main':>8} {'busiest':>8} {'total':>8}   idle estimate"]
+    critical: list[float] = []
+    for case in cases:
+        main, busiest, total = cpu_profile(case, steps)
+        if "pool" in case.name:
+            critical.append(max(main, busiest, total / cores))
+        else:
+            critical.append(main + max(busiest, (total - main) / cores))
+        out.append(f"  {case.name:<28} {main * 1e3:8.2f} {busiest * 1e3:8.2f} {total * 1e3:8.2f}   "
+                   f"{critical[0] / critical[-1]:5.2f}x")
+    print("\n".join(out), flush=True)
+    return out
+
+
 def pool(seconds: float, lines: list[str]) -> None:
     """The async pool (send/recv) against synchronous steps when the policy costs as much
     as the step: mpe2 simple_spread x 16, 2 workers, batches of 8."""
@@ -346,6 +371,8 @@ def pool(seconds: float, lines: list[str]) -> None:
     measure(cases, n, seconds)
     lines += report(f"async pool: mpe2 simple_spread x {n}, 2 workers, policy {cost * 1e6:.0f} us CPU per env "
                     f"(= one env step), load {os.getloadavg()[0]:.2f}", cases, baseline="SubprocVecEnv sync")
+    lines += pool_cpu_report(f"async pool: mpe2 simple_spread x {n}", pool_candidates(fns, batch, cost, actions),
+                             steps=max(100, int(100 * seconds)))
     if importlib.util.find_spec("gfootball") is None:
         print("async pool, Football: skipped (gfootball is not installed)", flush=True)
         return

@@ -1,116 +1,51 @@
-"""The async pool of SubprocVecEnv (send/recv, first-ready batches): every env's
-trajectory equals its synchronous one, fast blocks come first, misuse raises, a failing
-env is named, and close() with steps in flight leaves nothing behind."""
+"""The async pool (send/recv, first-ready batches of single envs): every env's trajectory
+equals its synchronous one whatever the batch size and the order of sends, a batch gathers
+the first finished envs of any worker, envs beyond a batch stay ready, and the pool and
+synchronous calls mix."""
 
 from __future__ import annotations
 
-import os
-import signal
 import functools
-import importlib.util
-import time
 
 import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import WorkerError
-from marl_vec.vec.pool import PoolNotReadyError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
-from tests.scripted_envs import DyingAgentEnv, FailingEnv
-from tests.test_subproc_cleanup import gone
-
-STEPS = 9  # per env: crosses an episode end (episode_len 6) and an agent's death
-
+from tests.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_trajectories, sync_trajectories
+from tests.scripted_envs import DyingAgentEnv
 
 backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+ray_backend = backends.backend_fixture(("ray-ray",))  # actors answering Ray calls step whole blocks
+
+DELAYS = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: its envs finish out of turn
 
 
-class DelayedEnv(DyingAgentEnv):
-    """DyingAgentEnv whose step sleeps ``delay`` s: envs of different speeds."""
-
-    def __init__(self, delay: float = 0.0, **kwargs):
-        super().__init__(**kwargs)
-        self.delay = delay
-
-    def step(self, actions):
-        time.sleep(self.delay)
-        return super().step(actions)
-
-
-def policy(avail: np.ndarray, env: int, t: int) -> np.ndarray:
-    """A per-env action sequence: agent a takes the first available action from (env + t + a) on."""
-    n = avail.shape[-1]
-    out = np.zeros(avail.shape[0], dtype=np.int64)
-    for a in range(avail.shape[0]):
-        for k in range(n):
-            action = (env + t + a + k) % n
-            if avail[a, action]:
-                out[a] = action
-                break
-    return out
-
-
-def record(traj: list, r, k: int) -> None:
-    done = bool(r.done[k])
-    ep = r.infos[k].get("episode")
-    traj.append((r.obs[k].copy(), r.reward[k].copy(), r.terminated[k].copy(), r.truncated[k].copy(), done,
-                 r.agent_mask[k].copy(), r.final_obs[k].copy() if done else None,
-                 None if ep is None else (ep["return"], ep["length"])))
-
-
-def sync_trajectories(fns, steps: int) -> list[list]:
-    with mv.DummyVecEnv(fns) as venv:
-        r = venv.reset()
-        trajs: list[list] = [[] for _ in fns]
-        for i in range(len(fns)):
-            record(trajs[i], r, i)
-        for t in range(steps):
-            actions = np.stack([policy(r.avail_actions[i], i, t) for i in range(len(fns))])
-            r = venv.step(actions)
-            for i in range(len(fns)):
-                record(trajs[i], r, i)
-        return trajs
-
-
-def pool_trajectories(fns, steps: int, backend: str = "subproc", **kwargs) -> tuple[list[list], list[int]]:
-    with backends.make(backend, fns, **kwargs) as venv:
-        venv.reset()
-        trajs: list[list] = [[] for _ in fns]
-        order: list[int] = []
-        while min(len(tr) for tr in trajs) < steps + 1:
-            r = venv.recv()
-            assert len(r.env_ids) == venv.batch_size
-            actions = []
-            for k, i in enumerate(r.env_ids.tolist()):
-                if len(trajs[i]) < steps + 1:
-                    record(trajs[i], r, k)
-                order.append(i)
-                actions.append(policy(r.avail_actions[k], i, len(trajs[i]) - 1))
-            venv.send(np.stack(actions), r.env_ids)
-        return trajs, order
-
-
-def assert_same(a: list[list], b: list[list]) -> None:
-    for i, (ta, tb) in enumerate(zip(a, b)):
-        assert len(ta) >= len(tb)
-        for t, (x, y) in enumerate(zip(ta, tb)):
-            for field, u, v in zip(("obs", "reward", "terminated", "truncated", "done", "mask", "final_obs",
-                                    "episode"), x, y):
-                if isinstance(u, np.ndarray):
-                    np.testing.assert_array_equal(u, v, err_msg=f"env {i} step {t} {field}")
-                else:
-                    assert u == v, f"env {i} step {t} {field}: {u} != {v}"
-
-
-def test_each_env_trajectory_equals_its_synchronous_one(backend):
-    delays = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: blocks arrive out of turn
-    fns = [functools.partial(DelayedEnv, d) for d in delays]
+@pytest.mark.parametrize("batch_size", [1, 4, 5])
+@pytest.mark.parametrize("hold", [False, True])
+def test_each_env_trajectory_equals_its_synchronous_one(batch_size, hold):
+    fns = [functools.partial(DelayedEnv, d) for d in DELAYS]
     expected = sync_trajectories(fns, STEPS)
-    # Two workers: the test cluster has 2 CPUs, one per actor.
-    got, _ = pool_trajectories(fns, STEPS, backend, num_workers=2, batch_size=3)
+    got, batches, stats = pool_trajectories(fns, STEPS, hold=hold, num_workers=2, batch_size=batch_size)
+    assert_same(got, expected)
+    assert stats["episodes"] >= len(fns)  # every env finished an episode (episode_len 6 < STEPS)
+
+
+def test_each_env_trajectory_equals_its_synchronous_one_on_every_backend(backend):
+    # Ray actors step whole blocks: batches of whole blocks there (3 envs per actor).
+    fns = [functools.partial(DelayedEnv, d) for d in DELAYS]
+    expected = sync_trajectories(fns, STEPS)
+    got, _, _ = pool_trajectories(fns, STEPS, backend, num_workers=2, batch_size=3)
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_linked_ray_actors_hand_out_single_envs(ray_cluster, batch_size):  # noqa: F811
+    fns = [functools.partial(DelayedEnv, d) for d in DELAYS]
+    expected = sync_trajectories(fns, STEPS)
+    got, batches, _ = pool_trajectories(fns, STEPS, "ray-auto", hold=True, num_workers=2, batch_size=batch_size)
     assert_same(got, expected)
 
 
@@ -120,16 +55,32 @@ def test_each_env_trajectory_equals_its_synchronous_one_mpe2():
 
     fns = [lambda: simple_spread_v3.parallel_env(max_cycles=5, continuous_actions=False)] * 4
     expected = sync_trajectories(fns, 7)
-    got, _ = pool_trajectories(fns, 7, num_workers=2, batch_size=2)
+    got, _, _ = pool_trajectories(fns, 7, hold=True, num_workers=2, batch_size=3)
     assert_same(got, expected)
 
 
-def test_fast_envs_come_first(backend):
+def test_a_batch_gathers_the_first_finished_envs_of_any_worker():
+    # Worker 0 hosts envs 0 (fast) and 1 (slow), worker 1 envs 2 (fast) and 3 (slow).
+    fns = [functools.partial(DelayedEnv, d) for d in (0.0, 0.5, 0.0, 0.5)]
+    with SubprocVecEnv(fns, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        for _ in range(2):
+            r = venv.recv()
+            venv.send(np.stack([policy(r.avail_actions[k], i, 0) for k, i in enumerate(r.env_ids)]), r.env_ids)
+        r = venv.recv()  # the fast env of each worker, before either slow one
+        assert sorted(r.env_ids.tolist()) == [0, 2]
+        assert r.obs[:, 0, 0].tolist() == [1.0, 1.0]  # one step taken (obs[0] is t)
+        r = venv.recv()  # the slow ones, while the caller holds the fast ones
+        assert sorted(r.env_ids.tolist()) == [1, 3]
+
+
+def test_fast_blocks_come_first_on_ray_calls(ray_backend):
+    backend = ray_backend
     fns = [functools.partial(DelayedEnv, 0.0)] * 2 + [functools.partial(DelayedEnv, 0.3)] * 2
     with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
         venv.reset()
         fast = venv.recv()
-        assert fast.env_ids.tolist() == [0, 1]  # reset results: worker order
+        assert fast.env_ids.tolist() == [0, 1]  # reset results: env order
         slow = venv.recv()
         assert slow.env_ids.tolist() == [2, 3]
         venv.send(np.zeros((2, 3), dtype=np.int64) + 1, slow.env_ids)  # the slow block steps (0.3 s)
@@ -142,6 +93,26 @@ def test_fast_envs_come_first(backend):
         assert r.env_ids.tolist() in ([0, 1], [2, 3])
 
 
+def test_envs_beyond_a_batch_stay_ready_and_any_received_env_may_be_sent():
+    fns = [DyingAgentEnv] * 4
+    with SubprocVecEnv(fns, num_workers=2, batch_size=2) as venv:
+        r0 = venv.reset()
+        first = venv.recv()
+        assert first.env_ids.tolist() == [0, 1]  # after reset: env order
+        venv.send(policy(first.avail_actions[1], 1, 0)[None], [1])  # one of them, alone
+        r = venv.recv()
+        assert r.env_ids.tolist() == [2, 3]  # still ready from the reset
+        np.testing.assert_array_equal(r.obs, r0.obs[2:])
+        with pytest.raises(mv.PoolNotReadyError, match=r"only 0 are ready and 1 stepping; 3 were returned by "
+                                                       r"recv\(\) and not sent yet: send\(\) them first"):
+            venv.recv()
+        venv.send(np.stack([policy(r0.avail_actions[i], i, 0) for i in (3, 0)]), [3, 0])
+        r = venv.recv()
+        assert r.env_ids[0] == 1 and r.env_ids[1] in (0, 3)  # env 1 finished long before
+        assert r.obs[:, 0, 0].tolist() == [1.0, 1.0]  # one step each (obs[0] is t)
+        assert venv.get_attr("t") == [1, 1, 0, 1]  # env 2 was never sent
+
+
 def test_default_batch_size_is_synchronous_and_mixing_drains():
     fns = [lambda: DyingAgentEnv()] * 4
     with SubprocVecEnv(fns, num_workers=2) as venv:
@@ -151,99 +122,21 @@ def test_default_batch_size_is_synchronous_and_mixing_drains():
         assert r.env_ids.tolist() == [0, 1, 2, 3]
         np.testing.assert_array_equal(r.obs, r0.obs)
         venv.send(np.stack([policy(r.avail_actions[i], i, 0) for i in range(4)]), r.env_ids)
-        # A synchronous call drains the pool step in flight (its result is dropped).
+        # A synchronous call drains the pool steps in flight (their results are dropped).
         assert venv.get_attr("t") == [1, 1, 1, 1]
-        with pytest.raises(PoolNotReadyError, match="no envs are stepping or ready"):
+        with pytest.raises(mv.PoolNotReadyError, match="no envs are stepping or ready"):
             venv.recv()
-        r = venv.step(np.stack([policy(venv.buffers.avail_actions[i], i, 1) for i in range(4)]))
+        venv.step(np.stack([policy(venv.buffers.avail_actions[i], i, 1) for i in range(4)]))
         assert venv.recv().env_ids.tolist() == [0, 1, 2, 3]  # after a step every env is ready
-
-
-def test_misuse_raises_clear_errors():
-    fns = [lambda: DyingAgentEnv()] * 4
-    with pytest.raises(ValueError, match="batch_size must be a multiple of the block size"):
-        SubprocVecEnv(fns, num_workers=2, batch_size=3)
-    with pytest.raises(ValueError, match="same_step"):
-        with SubprocVecEnv(fns, num_workers=2, batch_size=2, autoreset="next_step") as venv:
-            venv.reset()
-            venv.recv()
-    with SubprocVecEnv(fns, num_workers=2, batch_size=2) as venv:
-        with pytest.raises(PoolNotReadyError, match="call reset"):
-            venv.recv()
-        venv.reset()
-        r = venv.recv()
-        with pytest.raises(PoolNotReadyError, match=r"only envs received by recv\(\) and not sent yet.*: \[0, 1\]"):
-            venv.send(np.ones((2, 3), dtype=np.int64), [2, 3])
-        with pytest.raises(PoolNotReadyError, match="not sent yet"):
-            venv.send(np.ones((1, 3), dtype=np.int64), [0])  # half a worker block
-        with pytest.raises(ValueError, match=r"shape \(2, 3\)"):
-            venv.send(np.ones((4, 3), dtype=np.int64), r.env_ids)
-        with pytest.raises(ValueError, match="action 0 for env 0, agent 'a0' is not available"):
-            venv.send(np.zeros((2, 3), dtype=np.int64), r.env_ids)
-        venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
-        with pytest.raises(PoolNotReadyError, match="not sent yet"):
-            venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)  # stepped once per recv()
-
-
-def test_failing_env_is_named(backend):
-    fns = [DyingAgentEnv, DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), DyingAgentEnv]
-    with backends.make(backend, fns, num_workers=2, batch_size=2) as venv:
-        venv.reset()
-        for _ in range(2):
-            r = venv.recv()
-            venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
-        with pytest.raises((WorkerError, _ray_error()), match="env 2") as info:
-            venv.recv()
-            venv.recv()
-        assert info.value.env_index == 2
-
-
-def test_close_with_steps_in_flight_leaves_nothing():
-    fns = [lambda: DelayedEnv(0.5)] * 4
-    venv = SubprocVecEnv(fns, num_workers=2, batch_size=2)
-    pids, shm = list(venv.worker_pids), venv.buffers.shm_name
-    venv.reset()
-    for _ in range(2):
-        r = venv.recv()
-        venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
-    venv.close()
-    alive, shm_left = gone(pids, shm, wait=5.0)
-    assert alive == [] and not shm_left
-
-
-def test_dead_worker_in_flight_is_replaced():
-    # Worker 1's envs take 1 s a step, so the kill surely lands while its block is
-    # in flight (a fast block may already have answered before the kill).
-    fns = [lambda: DelayedEnv(0.0)] * 2 + [lambda: DelayedEnv(1.0)] * 2
-    with SubprocVecEnv(fns, num_workers=2, batch_size=2, restart_on_error=1) as venv:
-        venv.reset()
-        for _ in range(2):
-            r = venv.recv()
-            venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
-        os.kill(venv.worker_pids[1], signal.SIGKILL)
-        got = {}
-        for _ in range(2):
-            r = venv.recv()
-            got.update({i: (bool(r.done[k]), r.infos[k]) for k, i in enumerate(r.env_ids.tolist())})
-        assert venv.worker_restarts == [0, 1]
-        assert got[2][0] and got[3][0] and got[2][1]["restarted"] and "killed by SIGKILL" in got[2][1]["error"]
-        assert not got[0][0] and "restarted" not in got[0][1]
+        assert venv.get_attr("t") == [2, 2, 2, 2]
 
 
 def test_config_batch_size():
     venv = mv.make({"env": {"family": "gym", "id": "CartPole-v1"},
-                    "vec": {"num_envs": 4, "backend": "subproc", "num_workers": 2, "batch_size": 2}})
+                    "vec": {"num_envs": 4, "backend": "subproc", "num_workers": 2, "batch_size": 3}})
     try:
-        assert venv.batch_size == 2
+        assert venv.batch_size == 3
     finally:
         venv.close()
     with pytest.raises(mv.ConfigError, match=r"vec.batch_size \(the async pool\) applies to the subproc and ray backends, not to backend .dummy."):
         mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2}})
-
-
-def _ray_error() -> type:
-    if importlib.util.find_spec("ray") is None:
-        return WorkerError
-    from marl_vec.vec.ray import RayWorkerError
-
-    return RayWorkerError

@@ -2,43 +2,56 @@
 
 Like EnvPool, the pool holds ``num_envs`` envs and hands them out ``batch_size`` at a
 time, in the order their results arrive, so a slow env does not hold the others back.
-The unit of stepping is a worker's (or Ray actor's) block of envs (one
-:class:`~marl_vec.group.EnvGroup` steps its whole block), so ``batch_size`` must be ``num_envs`` (the
-default: synchronous batches) or a multiple of the block size ``num_envs // num_workers``
-with ``num_envs`` divisible by ``num_workers``.
+The unit is one env: a SubprocVecEnv worker (or a Ray actor linked to the driver's
+shared memory) steps the envs it was sent one by one and signals each as soon as its
+rows are in shared memory, so ``recv()`` returns the first ``batch_size`` finished envs,
+whichever workers they live on; any ``batch_size`` in ``[1, num_envs]`` works. Where a
+worker can only step its whole block (a Ray actor answering Ray calls, a native engine
+such as the ``ale_vector`` Atari engine), its envs finish together, sent envs wait
+until the rest of their block is sent, and ``batch_size`` must be ``num_envs`` or a
+multiple of the (equal) block size.
 
 Contract:
 
 - ``reset()`` makes every env ready: the following ``recv()`` calls return the reset
-  rows, block by block in worker order.
+  rows in env order.
 - ``recv()`` blocks (at most ``timeout`` s) until ``batch_size`` envs have results it
   has not returned yet and returns those rows as copies, in a :class:`PoolStepResult`
-  whose ``env_ids`` are in the order the blocks arrived.
+  whose ``env_ids`` are in the order the envs finished. Envs that finished beyond the
+  batch stay ready for the next ``recv()``.
 - ``send(actions, env_ids)`` steps envs that ``recv()`` returned and that were not sent
-  since, usually exactly the last ``recv()``'s ``env_ids`` (several ``recv()`` may come
-  before their ``send()``, each covering one or more whole batches' worker blocks);
+  since (any of them, any order; usually the last ``recv()``'s ``env_ids``);
   ``actions`` has shape ``(len(env_ids), n_agents, ...)``, row k for env ``env_ids[k]``,
-  validated against those envs' own rows. Sending for any other env raises: no env is
-  stepped twice without a ``recv()`` in between.
+  validated against those envs' own rows. Any other env raises
+  :class:`~marl_vec.errors.PoolNotReadyError` and nothing is sent: no env is stepped
+  twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
   (``same_step`` or ``fast`` only: ``final_*`` of the finished rows ride in the result).
+  An env that raises is named by the ``recv()`` that meets its result, and is out of
+  the pool until ``reset()``. A worker that dies is replaced (``restart_on_error``): its
+  envs in flight, and each of its other envs at its next step, end their episode as
+  truncated with ``info["restarted"]``.
 - ``reset()``, ``step()``, ``step_async()`` and the other calls that reach the envs
-  first wait for the blocks in flight and drop their results (recorded episodes stay
+  first wait for the envs in flight and drop their results (recorded episodes stay
   in the statistics); after ``step()`` every env is ready again, as after ``reset()``.
 
 Example:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
-    >>> with mv.SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2, batch_size=2) as venv:
+    >>> with mv.SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2, batch_size=3) as venv:
     ...     _ = venv.reset()
-    ...     r = venv.recv()
-    ...     venv.send(np.zeros((2, 1), dtype=np.int64), r.env_ids)
-    ...     r = venv.recv(); sorted(r.env_ids.tolist()) in ([0, 1], [2, 3]), r.obs.shape
-    (True, (2, 1, 4))
+    ...     r = venv.recv(); r.env_ids.tolist()
+    ...     venv.send(np.zeros((3, 1), dtype=np.int64), r.env_ids)
+    ...     r = venv.recv(); 3 in r.env_ids, r.obs.shape
+    [0, 1, 2]
+    (True, (3, 1, 4))
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import struct
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -46,7 +59,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from marl_vec.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
+from marl_vec.vec.worker import decode
+
+_LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
+_SIGNALS = signal.valid_signals()
+try:  # signal.pthread_sigmask turns every returned signal into an enum (~10 us a call): the C function
+    from _signal import pthread_sigmask as _sigmask
+except ImportError:  # not CPython
+    _sigmask = signal.pthread_sigmask
+
+__all__ = ["AsyncPool", "PoolStepResult", "PoolNotReadyError"]
 
 
 @dataclass
@@ -56,53 +80,82 @@ class PoolStepResult(StepResult):
     env_ids: np.ndarray | None = None
 
 
-class PoolNotReadyError(RuntimeError):
-    """``send``/``recv`` used out of order (see the module doc)."""
-
-
 class AsyncPool:
     """Mixin for the process backends: the pool's state and its two calls.
 
-    A backend gives ``_pool_blocks`` (each worker's ``(start, stop)``), ``timeout``, and
-    implements the four ``_pool_*`` hooks at the end of this class.
+    A backend gives each worker's ``(start, stop)`` block to :meth:`_init_pool`,
+    ``timeout``, and implements the ``_pool_*`` hooks at the end of this class. Per
+    worker the pool keeps the envs in flight in the order the worker finishes them;
+    the backend reports each finished env with :meth:`_pool_complete` (or
+    :meth:`_pool_fail`), in that order.
     """
 
     _pool_blocks: list[tuple[int, int]]
 
-    def _init_pool(self, batch_size: int | None, num_envs: int, blocks: list[tuple[int, int]]) -> None:
-        num_workers = len(blocks)
+    def _init_pool(self, batch_size: int | None, num_envs: int, blocks: list[tuple[int, int]],
+                   whole_blocks: str | None = None) -> None:
+        """``whole_blocks``: why every worker steps only its whole block (None: they step single envs)."""
         self._pool_blocks = blocks
         if batch_size is None:
             batch_size = num_envs
-        block = num_envs // num_workers
-        whole = batch_size == num_envs  # any blocks: every worker per batch
-        if (isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs
-                or (not whole and (len({stop - start for start, stop in blocks}) != 1 or batch_size % block))):
-            raise ValueError(
-                f"batch_size must be a multiple of the block size num_envs // num_workers = {num_envs}/{num_workers} "
-                f"in [1, num_envs={num_envs}], with num_envs divisible by num_workers (the pool steps whole worker "
-                f"blocks), got batch_size={batch_size!r}"
-            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs:
+            raise ValueError(f"batch_size must be an integer in [1, num_envs={num_envs}], got {batch_size!r}")
         self.batch_size = batch_size
-        self._pool_need = num_workers if whole else batch_size // block  # blocks per batch
-        self._pool_ready: deque[int] = deque()  # workers whose rows recv() has not returned
-        self._pool_infos: dict[int, dict[int, dict]] = {}  # worker -> its last step's non-empty infos
-        self._pool_flying: set[int] = set()  # workers stepping pool actions
-        self._pool_owed: list[int] = []  # workers of the last recv(), waiting for send()
+        self._num_pool_envs = num_envs
+        self._pool_owner = [w for w, (start, stop) in enumerate(blocks) for _ in range(start, stop)]
+        self._pool_whole = [False] * len(blocks)
+        self._pool_ready: deque[int] = deque()  # envs whose rows recv() has not returned, in finishing order
+        self._pool_fresh = False  # every env ready in env order (after reset/step), not yet put in _pool_ready
+        self._pool_infos: dict[int, dict] = {}  # env -> its last result's info, when not empty
+        self._pool_flying: list[deque[int]] = [deque() for _ in blocks]  # per worker, in finishing order
+        self._pool_in_flight = 0
+        self._pool_owed: set[int] = set()  # returned by recv(), not sent since
+        self._pool_held: list[list[int]] = [[] for _ in blocks]  # whole-block workers: sent, waiting for the rest
+        self._pool_failed: set[int] = set()  # envs that raised: out of the pool until reset()
+        self._pool_restarted: dict[int, dict] = {}  # env -> details its next result's info carries (worker replaced)
+        self._pool_partial = [b""] * len(blocks)  # per worker: the start of an answer not read whole
+        if whole_blocks is not None:
+            self._pool_set_whole(list(range(len(blocks))), whole_blocks)
+
+    def _pool_set_whole(self, workers: list[int], why: str) -> None:
+        """Workers ``workers`` step only their whole blocks (``why``); check batch_size for them."""
+        for w in workers:
+            self._pool_whole[w] = True
+        if not workers:
+            return
+        sizes = {stop - start for start, stop in self._pool_blocks}
+        n, b = self._num_pool_envs, self.batch_size
+        if b != n and (len(sizes) != 1 or b % next(iter(sizes))):
+            raise ValueError(
+                f"batch_size must be num_envs={n} or a multiple of the block size num_envs // num_workers "
+                f"= {n}/{len(self._pool_blocks)}, with num_envs divisible by num_workers, because {why}; "
+                f"got batch_size={b}"
+            )
 
     def _pool_restart(self) -> None:
         """After reset() or a synchronous step: every env is ready, nothing in flight."""
-        self._pool_ready = deque(range(len(self._pool_blocks)))
-        self._pool_infos = {}
-        self._pool_owed = []
-
-    def _pool_drain(self) -> None:
-        """Wait for the blocks in flight; their results are dropped (episodes recorded)."""
-        if self._pool_flying:
-            self._pool_wait(len(self._pool_flying) + len(self._pool_ready))
+        self._pool_fresh = True
         self._pool_ready.clear()
         self._pool_infos = {}
-        self._pool_owed = []
+        self._pool_owed.clear()
+        self._pool_failed.clear()
+        for held in self._pool_held:
+            held.clear()
+
+    def _pool_drain(self) -> None:
+        """Wait for the envs in flight; their results are dropped (episodes recorded)."""
+        if self._pool_in_flight:
+            self._pool_wait(self._num_pool_envs + 1)
+        if self._pool_restarted:
+            restarted, self._pool_restarted = self._pool_restarted, {}
+            self._pool_settle(sorted(restarted))
+        if self._pool_fresh or self._pool_ready or self._pool_owed or self._pool_infos:
+            self._pool_fresh = False
+            self._pool_ready.clear()
+            self._pool_infos = {}
+            self._pool_owed.clear()
+            for held in self._pool_held:
+                held.clear()
 
     def _pool_check(self, call: str) -> None:
         self._check_open()
@@ -116,76 +169,190 @@ class AsyncPool:
             raise RuntimeError(f"{call}() called while a synchronous step is pending; call step_wait() first")
         if not self._has_reset:
             raise PoolNotReadyError(f"call reset() before {call}()")
+        if self._pool_fresh:  # every env ready, in env order
+            self._pool_fresh = False
+            self._pool_ready.extend(range(self._num_pool_envs))
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step the envs ``env_ids`` (received by :meth:`recv`, not sent since; whole batches) with ``actions``."""
+        """Step the envs ``env_ids`` (returned by :meth:`recv`, not sent since) with ``actions``."""
         self._pool_check("send")
         ids = [int(i) for i in np.asarray(env_ids).reshape(-1).tolist()]
-        owed = [w for w in self._pool_owed if self._pool_blocks[w][0] in ids]
-        expected = sorted(i for w in owed for i in range(*self._pool_blocks[w]))
-        if not ids or sorted(ids) != expected:
-            received = [i for w in self._pool_owed for i in range(*self._pool_blocks[w])]
-            raise PoolNotReadyError(
-                f"send() got env_ids {ids}, but may step only envs received by recv() and not sent yet, "
-                f"in whole recv() batches: {received} (an env is stepped once per recv())"
-            )
+        owed = self._pool_owed
+        if not ids or len(set(ids)) != len(ids) or not owed.issuperset(ids):
+            raise PoolNotReadyError(self._pool_refusal(ids))
         actions = np.asarray(actions)
         self._pool_validate(actions, ids)
         self.buffers.actions[ids] = actions
-        self._pool_owed = [w for w in self._pool_owed if w not in owed]
-        for w in owed:
-            self._pool_go(w)
-            self._pool_flying.add(w)
+        owed.difference_update(ids)
+        owner, blocks = self._pool_owner, self._pool_blocks
+        per_worker: dict[int, list[int]] = {}
+        for i in ids:
+            per_worker.setdefault(owner[i], []).append(i)
+        for w, envs in per_worker.items():
+            if self._pool_whole[w]:
+                held = self._pool_held[w]
+                held.extend(envs)
+                start, stop = blocks[w]
+                if len(held) < stop - start:
+                    continue
+                held.clear()
+                envs = list(range(start, stop))
+            self._pool_flying[w].extend(envs)
+            self._pool_in_flight += len(envs)
+            start = blocks[w][0]
+            self._pool_go(w, [i - start for i in envs])
+
+    def _pool_refusal(self, ids: list[int]) -> str:
+        """Why send() refuses ``ids``: the first env it may not step, and the ones it may."""
+        owed = self._pool_owed
+        allowed = sorted(owed)
+        shown = f"{allowed[:32]}{' ...' if len(allowed) > 32 else ''}"
+        if not ids:
+            return f"send() got no env_ids; it steps envs returned by recv() and not sent yet: {shown}"
+        seen: set[int] = set()
+        for i in ids:
+            if i in seen:
+                return f"send() got env {i} twice in env_ids {ids}; an env is stepped once per recv()"
+            seen.add(i)
+            if i in owed:
+                continue
+            if not 0 <= i < self._num_pool_envs:
+                why = f"there is no such env (num_envs={self._num_pool_envs})"
+            elif any(i in f for f in self._pool_flying) or any(i in h for h in self._pool_held):
+                why = "it was sent already and recv() has not returned it since"
+            elif i in self._pool_failed:
+                why = "it raised (see the error recv() gave); call reset() first"
+            else:
+                why = "recv() has not returned it yet (its result waits in the pool)"
+            return (f"send() got env_ids {ids}: env {i} cannot be stepped, {why}; send() steps only envs "
+                    f"returned by recv() and not sent since (an env is stepped once per recv()): {shown}")
+        raise AssertionError("unreachable: every id was owed")
 
     def recv(self) -> PoolStepResult:
         """The next ``batch_size`` envs with results not yet returned (blocks until they are)."""
         self._pool_check("recv")
-        need = self._pool_need
-        if len(self._pool_ready) + len(self._pool_flying) < need:
-            raise PoolNotReadyError("recv(): no envs are stepping or ready; call reset() first")
-        self._pool_wait(need)
-        workers = [self._pool_ready.popleft() for _ in range(need)]
-        self._pool_owed.extend(workers)
-        ids = np.array([i for w in workers for i in range(*self._pool_blocks[w])], dtype=np.int64)
-        infos: list[dict[str, Any]] = []
-        for w in workers:
-            nonempty = self._pool_infos.pop(w, None) or {}
-            infos.extend(nonempty.get(j, {}) for j in range(self._pool_blocks[w][1] - self._pool_blocks[w][0]))
+        need = self.batch_size
+        ready = self._pool_ready
+        if len(ready) + self._pool_in_flight < need:
+            raise PoolNotReadyError(self._pool_shortage())
+        if len(ready) < need:
+            self._pool_wait(need)
+        ids_list = [ready.popleft() for _ in range(need)]
+        self._pool_owed.update(ids_list)
+        ids = np.array(ids_list, dtype=np.int64)
+        pop = self._pool_infos.pop
+        infos: list[dict[str, Any]] = [pop(i, None) or {} for i in ids_list] if self._pool_infos else [{} for _ in ids_list]
         buf = self.buffers
-        done = buf.done[ids]
-        final: tuple[Any, Any, Any] = (None, None, None)
-        if self._keeps_final:
-            final = (buf.final_obs[ids], buf.final_state[ids],
-                     None if buf.final_avail_actions is None else buf.final_avail_actions[ids])
+        final = (buf.final_obs[ids], buf.final_state[ids],
+                 None if buf.final_avail_actions is None else buf.final_avail_actions[ids])
         avail = buf.avail_actions
         return PoolStepResult(
             buf.obs[ids], buf.state[ids], None if avail is None else avail[ids], buf.agent_mask[ids],
-            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], done, infos, *final, env_ids=ids,
+            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], buf.done[ids], infos, *final, env_ids=ids,
         )
 
-    def _pool_wait(self, need: int) -> None:
-        """Read answers of flying workers until ``need`` workers are ready (bounded by timeout)."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while len(self._pool_ready) < need:
-            flying = sorted(self._pool_flying)
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            answered = self._pool_answered(flying, remaining)
-            if not answered:
-                self._pool_timed_out(flying)
-            for w in answered:
-                self._pool_flying.discard(w)
-                self._pool_infos[w] = self._pool_answer(w) or {}
-                self._pool_ready.append(w)
-                self._pool_record(w)
+    def _pool_shortage(self) -> str:
+        ready, flying, owed = len(self._pool_ready), self._pool_in_flight, len(self._pool_owed)
+        held = sum(len(h) for h in self._pool_held)
+        if not (ready or flying or owed or held or self._pool_failed):
+            return "recv(): no envs are stepping or ready; call reset() first"
+        parts = [f"recv() needs batch_size={self.batch_size} envs, but only {ready} are ready and {flying} stepping"]
+        if owed:
+            parts.append(f"{owed} were returned by recv() and not sent yet: send() them first")
+        if held:
+            parts.append(f"{held} were sent and wait for the rest of their worker's block")
+        if self._pool_failed:
+            parts.append(f"envs {sorted(self._pool_failed)} raised and wait for reset()")
+        return "; ".join(parts)
 
-    def _pool_record(self, w: int) -> None:
-        """Worker w's finished episodes go to the statistics, as in a synchronous step."""
-        start, stop = self._pool_blocks[w]
-        infos = self._pool_infos[w]
-        done = self.buffers.done[start:stop]
-        if np.count_nonzero(done):
-            self.statistics.add(infos[j]["episode"] for j in np.flatnonzero(done).tolist()
-                                if "episode" in infos.get(j, {}))
+    def _pool_wait(self, need: int) -> None:
+        """Read the workers' answers until ``need`` envs are ready, or nothing is in flight
+        (bounded by timeout). An env's error is raised once the answers read are recorded."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        flying = self._pool_flying
+        while len(self._pool_ready) < need and self._pool_in_flight:
+            workers = [w for w, envs in enumerate(flying) if envs]
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            answered = self._pool_answered(workers, remaining)
+            if not answered:
+                self._pool_timed_out(workers)
+            errors: list[BaseException] = []
+            for w in answered:
+                try:
+                    self._pool_answer(w)
+                except _EnvFailed as failed:  # one env's error: the other answers are recorded first
+                    errors.append(failed.error)
+            if errors:
+                raise errors[0]
+
+    def _pool_complete(self, w: int, info: dict | None) -> None:
+        """Worker w finished the next env of its flight (its rows are in the buffers)."""
+        env = self._pool_flying[w].popleft()
+        self._pool_in_flight -= 1
+        if self._pool_restarted and env in self._pool_restarted:
+            info = {**(info or {}), **self._pool_restarted.pop(env)}
+        if info:
+            self._pool_infos[env] = info
+            if "episode" in info and self.buffers.done[env]:
+                self.statistics.add((info["episode"],))
+        self._pool_ready.append(env)
+
+    def _pool_read(self, w: int, fd: int, error_of: Any) -> bool:
+        """Read every answer worker w has sent over pipe ``fd`` (one per finished env, in its
+        flight's order) with one ``os.read``; True at end of file (the worker is gone).
+
+        The answers are multiprocessing's frames (a 4-byte length, then the bytes), cut
+        here: per env that saves the two or three system calls of ``recv_bytes``/``poll``.
+        A frame cut by the read waits in ``_pool_partial`` for the rest. Signals wait
+        until the answers read are recorded, so Ctrl-C never drops one. An env's error
+        (``error_of(env_index, repr, traceback)``) is raised as :class:`_EnvFailed` after.
+        """
+        error: BaseException | None = None
+        blocked = _sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return True
+            partial = self._pool_partial[w]
+            data = partial + chunk if partial else chunk
+            pos, end = 0, len(data)
+            while end - pos >= 4:
+                (size,) = _LENGTH.unpack_from(data, pos)
+                head = 4
+                if size == -1:  # a long frame: an 8-byte length follows
+                    if end - pos < 12:
+                        break
+                    (size,) = _LONG_LENGTH.unpack_from(data, pos + 4)
+                    head = 12
+                if end - pos - head < size:
+                    break
+                start = pos + head
+                pos = start + size
+                if not size:
+                    self._pool_complete(w, None)
+                    continue
+                status, payload = decode(data[start:pos])
+                if status == "ok":
+                    self._pool_complete(w, payload)
+                    continue
+                self._pool_fail(w)
+                error = error or error_of(*payload)
+            self._pool_partial[w] = data[pos:]
+        finally:
+            _sigmask(signal.SIG_SETMASK, blocked)
+        if error is not None:
+            raise _EnvFailed(error)
+        return False
+
+    def _pool_fail(self, w: int) -> None:
+        """The next env of worker w's flight raised: it leaves the pool until reset() (the
+        backend raises its error, as :class:`_EnvFailed`, once it has read its answers)."""
+        env = self._pool_flying[w].popleft()
+        self._pool_in_flight -= 1
+        self._pool_failed.add(env)
 
     def _pool_validate(self, actions: np.ndarray, ids: list[int]) -> None:
         """As the synchronous validation, over the rows of ``ids`` only (the others may be
@@ -232,19 +399,32 @@ class AsyncPool:
     def _pool_check_usable(self) -> None:
         """Raise if the backend is broken (a hung or lost worker)."""
 
-    def _pool_go(self, w: int) -> None:
-        """Start a step of worker w's block with the actions in its rows of the buffers."""
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:
+        """Start worker w stepping its envs ``local_ids`` (in this order) with the actions in
+        their rows of the buffers (a whole-block worker is given its whole block)."""
         raise NotImplementedError
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
-        """Those of ``flying`` whose answer (or death) is in, waiting up to ``timeout`` s for one."""
+        """Those of ``flying`` with answers (or a death) to read, waiting up to ``timeout`` s for one."""
         raise NotImplementedError
 
-    def _pool_answer(self, w: int) -> dict[int, dict] | None:
-        """Read worker w's step answer (its rows are in the buffers); its non-empty infos by
-        local index. A lost worker is replaced here (its envs truncated), or raises."""
+    def _pool_answer(self, w: int) -> None:
+        """Read worker w's answers: :meth:`_pool_complete` per finished env (or :meth:`_pool_fail`,
+        then raise :class:`_EnvFailed`). A lost worker is replaced here, or raises."""
         raise NotImplementedError
 
     def _pool_timed_out(self, flying: list[int]) -> None:
         """No answer within ``timeout``: break the batch and raise."""
         raise NotImplementedError
+
+    def _pool_settle(self, envs: list[int]) -> None:
+        """Leaving the pool (a synchronous call): reset ``envs``, whose worker was replaced
+        and which were not stepped since (their first step would have restarted them)."""
+
+
+class _EnvFailed(Exception):
+    """Raised by a backend's :meth:`AsyncPool._pool_answer` once an env's error is recorded."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error

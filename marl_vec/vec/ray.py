@@ -51,10 +51,10 @@ from marl_vec.group import rebuild_seed
 from marl_vec.spec import SpecMismatchError
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
-from marl_vec.vec.pool import AsyncPool
+from marl_vec.vec.pool import AsyncPool, _EnvFailed
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.worker import STEP, ObjectReply
+from marl_vec.vec.worker import STEP, ObjectReply, encode_pool_step
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
@@ -115,8 +115,10 @@ class RayVecEnv(AsyncPool, VecEnv):
             an option may be given here or as a keyword, not both.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
-        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
-            multiple of the actors' block size (see :mod:`marl_vec.vec.pool`).
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``): any
+            number in ``[1, num_envs]`` when every actor is linked (transport ``auto``, all
+            on this machine), else a multiple of the actors' block size, since an actor
+            answering Ray calls steps its whole block (see :mod:`marl_vec.vec.pool`).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see :mod:`marl_vec.state`), applied where the actors build their envs.
     """
@@ -221,6 +223,10 @@ class RayVecEnv(AsyncPool, VecEnv):
             self.buffers = BatchBuffers(self.spec, num_envs, shared=bool(local))
             for w in local:
                 self._links[w] = self._link(w)
+            # Linked actors signal each env over their socket; the others answer one Ray call per block.
+            self._pool_set_whole([w for w in range(workers) if self._links[w] is None],
+                                 "a Ray actor answering Ray calls (transport='ray', or not on this machine) "
+                                 "steps its whole block in one call")
         except BaseException:
             self._close()
             raise
@@ -574,9 +580,16 @@ class RayVecEnv(AsyncPool, VecEnv):
     def _pool_check_usable(self) -> None:
         self._check_alive(range(len(self.actors)))
 
-    def _pool_go(self, w: int) -> None:
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:
         self._check_alive([w])
-        self._send(w, "step", (self._act[w],))
+        link = self._links[w]
+        if link is None:  # a Ray call: always the whole block
+            self._send(w, "step", (self._act[w],))
+            return
+        try:  # the worker protocol's pool step; its answers are read by _pool_answer, not the Link
+            link.conn.send_bytes(encode_pool_step(local_ids))
+        except OSError:  # the actor is gone: its link reads end of file
+            pass
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         links, refs = self._links, self._refs
@@ -604,9 +617,62 @@ class RayVecEnv(AsyncPool, VecEnv):
             if answered or (remaining is not None and remaining <= 0):
                 return answered
 
-    def _pool_answer(self, w: int) -> dict[int, dict] | None:
-        result = self._receive([w], "step", replace=True)[w]
-        return self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
+    def _pool_answer(self, w: int) -> None:
+        link = self._links[w]
+        if link is not None:
+            where = self._where(w)
+            if self._pool_read(w, link.conn.fileno(),
+                               lambda env, what, text: self._raised(w, "step", env, text)):
+                self._pool_lost(w, f"{where} died during step: its process closed the shared-memory link")
+            return
+        try:
+            result = self._receive([w], "step", replace=True)[w]
+            infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
+        except RayWorkerError as exc:  # its block's envs leave the pool until reset()
+            for _ in range(len(self._pool_flying[w])):
+                self._pool_fail(w)
+            raise _EnvFailed(exc) from None
+        start = self.blocks[w].start
+        for i in list(self._pool_flying[w]):  # the block, in order
+            self._pool_complete(w, infos.get(i - start))
+
+    def _pool_lost(self, w: int, what: str) -> None:
+        """Linked actor w died with envs in flight: a new actor takes its block (linked
+        again); each of its envs restarts at its next step (those in flight are sent again)."""
+        err = RayWorkerError(what, w, self.blocks[w])
+        self._dead[w] = err
+        if not self._may_replace(w, err):
+            raise err
+        ray = ray_module()
+        self.actor_restarts[w] += 1
+        try:
+            ray.kill(self.actors[w])
+        except Exception:  # already gone
+            pass
+        self._links[w].close()
+        self._links[w] = None
+        block = self.blocks[w]
+        self.actors[w] = self._new_actor(w, rebuild_seed(self._env_seed, block.start, self.actor_restarts[w]))
+        del self._dead[w]
+        self._pool_partial[w] = b""
+        link = self._link(w) if self._local_actors([w]) else None
+        if link is None:
+            self._dead[w] = RayWorkerError(f"{what}; its replacement could not link to this machine's shared "
+                                           "memory, which the async pool needs for it", w, block)
+            raise self._dead[w]
+        self._links[w] = link
+        details = {"error": str(err), "actor_restarts": self.actor_restarts[w]}
+        for i in block:
+            self._pool_restarted[i] = details
+        flight = self._pool_flying[w]
+        if flight:
+            self._pool_go(w, [i - block.start for i in flight])
+
+    def _pool_settle(self, envs: list[int]) -> None:
+        by_actor = self._owner(envs)
+        for w, pairs in by_actor.items():
+            self._send(w, "reset", (None, [j for _, j in pairs]))
+        self._receive(sorted(by_actor), "reset")
 
     def _pool_timed_out(self, flying: list[int]) -> None:
         err = RayWorkerError(f"{self._where(flying[0])} did not answer step within {self.timeout:g} s; "

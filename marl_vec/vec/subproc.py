@@ -34,6 +34,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -45,14 +46,15 @@ from typing import Any, Callable, Sequence
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import rebuild_seed
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
-from marl_vec.vec.worker import STEP, ObjectReply, decode, worker_main
+from marl_vec.vec.worker import STEP, ObjectReply, decode, encode_pool_step, worker_main
 
-__all__ = ["SubprocVecEnv", "PoolStepResult", "WorkerError", "WorkerDiedError", "default_start_method"]
+__all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError", "WorkerDiedError",
+           "default_start_method"]
 
 _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
@@ -121,8 +123,8 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see :mod:`marl_vec.state`).
-        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``); a
-            multiple of ``num_envs // num_workers`` (see :mod:`marl_vec.vec.pool`).
+        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``), any
+            number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
     """
 
 
@@ -173,6 +175,8 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers)
         self._init_pool(batch_size, num_envs, self._blocks)
+        self._pool_pollers: dict[tuple[int, ...], Any] = {}  # workers in flight -> (select.poll, fd -> worker)
+        self._pool_readable: set[int] = set()  # workers whose pipe the last poll found readable
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._pending = [False] * num_workers  # per worker: an answer is owed
@@ -198,7 +202,9 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             self._object_actions = self.buffers.object_actions
             # The workers lay out the block from the same spec (reward dtype included).
             self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
-            self._collect("start", range(num_workers), start_timeout)
+            single = self._collect("start", range(num_workers), start_timeout)  # steps single envs?
+            self._pool_set_whole([w for w in range(num_workers) if not single[w]],
+                                 "these envs' engine steps a worker's whole block in one call")
         except BaseException:
             self._finalizer()
             raise
@@ -445,7 +451,17 @@ class SubprocVecEnv(AsyncPool, VecEnv):
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
         """Worker w died in a step: start a new one; its envs end their episodes as
         truncated (:meth:`VecEnv._restart_block`). A replacement that fails breaks the batch."""
+        restarts = self._restart_process(w, what)
+        start, stop = self._blocks[w]
+        return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
+                                   {"error": what, "worker_restarts": restarts})
+
+    def _restart_process(self, w: int, what: str) -> int:
+        """Start a new worker w over its block (envs built, not reset); returns its restart count."""
         self.worker_restarts[w] += 1
+        self._pool_partial[w] = b""
+        self._pool_pollers.clear()  # its pipe and sentinel are new
+        self._pool_readable.discard(w)
         restarts = self.worker_restarts[w]
         self._conns[w].close()
         old = self._procs[w]
@@ -466,8 +482,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             self._broken = WorkerError("restart", w, None, f"replacing dead worker {w} ({what}) failed: {exc!r}")
             raise self._broken from exc
         self.worker_pids[w] = self._procs[w].pid
-        return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],
-                                   {"error": what, "worker_restarts": restarts})
+        return restarts
 
     def _check_idle(self, call: str) -> None:
         self._check_open()
@@ -480,17 +495,60 @@ class SubprocVecEnv(AsyncPool, VecEnv):
         if self._broken is not None:
             raise self._broken
 
-    def _pool_go(self, w: int) -> None:
-        self._send(w, STEP, "step")
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:
+        try:
+            self._conns[w].send_bytes(encode_pool_step(local_ids))
+        except OSError:  # the worker is gone: its sentinel reports it to _pool_answer
+            pass
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
-        conns, procs = self._conns, self._procs
-        ready = _wait_any([conns[w] for w in flying] + [procs[w].sentinel for w in flying], timeout)
-        return [w for w in flying if conns[w] in ready or procs[w].sentinel in ready]
+        # select.poll directly, one poller per set of workers in flight (kept until a worker
+        # is replaced): multiprocessing's wait() builds a selector per call (~10x dearer).
+        key = tuple(flying)
+        made = self._pool_pollers.get(key)
+        if made is None:
+            poller, fds = select.poll(), {}
+            for w in flying:
+                for fd, is_conn in ((self._conns[w].fileno(), True), (self._procs[w].sentinel, False)):
+                    poller.register(fd, select.POLLIN)
+                    fds[fd] = (w, is_conn)
+            made = self._pool_pollers[key] = (poller, fds)
+        poller, fds = made
+        events = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
+        answered, readable = set(), self._pool_readable
+        readable.clear()  # only this poll's word counts: a pipe read in full must not be read again
+        for fd, _ in events:
+            w, is_conn = fds[fd]
+            answered.add(w)
+            if is_conn:
+                readable.add(w)
+        return [w for w in flying if w in answered]
 
-    def _pool_answer(self, w: int) -> dict[int, dict] | None:
-        reply = self._collect("step", [w], replace=True)[w]  # answered: returns at once
-        return self._replace_worker(w, reply.what) if isinstance(reply, _Lost) else reply
+    def _pool_answer(self, w: int) -> None:
+        """Every answer worker w has sent, read in one go (:meth:`AsyncPool._pool_read`); a
+        dead worker is replaced, once signals flow again (a forked worker inherits the mask)."""
+        readable = w in self._pool_readable  # else only its sentinel fired: it died
+        self._pool_readable.discard(w)
+        if readable and not self._pool_read(w, self._conns[w].fileno(),
+                                            lambda env, what, text: WorkerError("step", w, env, what, text)):
+            return
+        if self._pool_flying[w] and not self._procs[w].is_alive():
+            self._pool_lost(w)
+
+    def _pool_lost(self, w: int) -> None:
+        """Worker w died with envs in flight: a new worker takes its block; each of its envs
+        restarts at its next step (those in flight are sent again at once)."""
+        what = self._death(w)
+        if not (self._restart_on_error and not self._why_not_replaced(w)):
+            raise self._died(w, "step")
+        restarts = self._restart_process(w, what)
+        start, stop = self._blocks[w]
+        details = {"error": what, "worker_restarts": restarts}
+        for i in range(start, stop):
+            self._pool_restarted[i] = details
+        flight = self._pool_flying[w]
+        if flight:
+            self._pool_go(w, [i - start for i in flight])
 
     def _pool_timed_out(self, flying: list[int]) -> None:
         self._broken = WorkerError(
@@ -499,6 +557,9 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             "close() this SubprocVecEnv (it kills them)",
         )
         raise self._broken
+
+    def _pool_settle(self, envs: list[int]) -> None:
+        self._command("reset", {w: (None, local) for w, local in self._per_worker(envs).items()})
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))

@@ -7,9 +7,12 @@ memory; the pipe carries only commands, non-empty infos and errors.
 
 Wire format, chosen so that the hot path pickles nothing in the common case:
 
-- parent -> worker: :data:`STEP` (one byte) or a pickled ``(command, *args)`` tuple.
+- parent -> worker: :data:`STEP` (one byte), :data:`POOL_STEP` followed by local env
+  indices (:func:`encode_pool_step`), or a pickled ``(command, *args)`` tuple.
 - worker -> parent: ``b""`` (done, nothing to say: a step with only empty infos)
   or a pickled ``("ok", payload)`` / ``("error", (env_index, repr, traceback))``.
+  A pool step answers once per env, in the order given, as soon as that env's rows
+  are written: the answers are the async pool's per-env completion signals.
 - Only for spaces with object leaves (Text, Graph, ...; never in shared memory):
   a step is ``("step", object_action_rows)``, and step and reset answers are an
   :class:`ObjectReply` carrying the block's rows of the object arrays.
@@ -27,10 +30,17 @@ import os
 import pickle
 import signal
 import traceback
+from array import array
 from typing import Any, Sequence
 
 STEP = b"s"
+POOL_STEP = b"p"
 OK_EMPTY = b""
+
+
+def encode_pool_step(local_ids: Sequence[int]) -> bytes:
+    """The async pool's command: step these local envs one by one, answering after each."""
+    return POOL_STEP + array("I", local_ids).tobytes()
 
 
 def encode_ok(payload: Any) -> bytes:
@@ -157,7 +167,7 @@ def worker_main(
             conn.send_bytes(encode_error(exc))
             _close_all(adapters)
             return
-        conn.send_bytes(OK_EMPTY)
+        conn.send_bytes(encode_ok(group.steps_single_envs))  # the pool's unit: one env, or the block
         serve(conn, group, start)
     except (EOFError, OSError, KeyboardInterrupt):
         # The parent is gone (or killed us politely): nothing to answer to.
@@ -192,6 +202,11 @@ def serve(conn: Any, group: Any, start: int) -> None:
         if data == STEP:
             send(_step_reply(group, objects))
             continue
+        if data[:1] == POOL_STEP:
+            ids = array("I")
+            ids.frombytes(data[1:])
+            pool_step(send, group, start, ids)
+            continue
         command, *args = pickle.loads(data)
         if command == "step":  # object actions come with the step
             group.write_object_actions(args[0])
@@ -213,6 +228,33 @@ def serve(conn: Any, group: Any, start: int) -> None:
         except Exception as exc:
             reply = encode_error(exc)
         send(reply)
+
+
+def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int]) -> None:
+    """Step ``local_ids`` one by one, answering after each env (its rows are written by then).
+
+    An env's error is its answer; the other envs still step. A group that steps only
+    whole blocks (a native engine) is sent its whole block, and answers once per env after it.
+    """
+    if group.steps_single_envs or group.unstarted:  # a replaced engine block: restarts need no engine step
+        step_env = group.step_env
+        for j in local_ids:
+            try:
+                info = step_env(j)
+            except Exception as exc:
+                send(encode_error(exc, start + j))
+                continue
+            send(OK_EMPTY if not info else encode_ok(info))
+        return
+    try:
+        infos = group.step()
+    except Exception as exc:
+        error = encode_error(exc)
+        for _ in local_ids:
+            send(error)
+        return
+    for j in local_ids:
+        send(OK_EMPTY if not infos[j] else encode_ok(infos[j]))
 
 
 def _command(group: Any, command: str, args: list) -> Any:

@@ -1,0 +1,108 @@
+"""The async pool's misuse: every wrong send/recv raises PoolNotReadyError (or ValueError
+for bad actions and options) naming what was wrong and what is allowed, and leaves the
+pool as it was: nothing is sent, no env is stepped twice without a recv() in between."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import marl_vec as mv
+import marl_vec.errors
+import marl_vec.vec.pool
+import marl_vec.vec.subproc
+from marl_vec.vec.subproc import SubprocVecEnv
+from tests import backends
+from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
+from tests.scripted_envs import DyingAgentEnv
+
+FNS = [DyingAgentEnv] * 4
+ONES = np.ones((1, 3), dtype=np.int64)  # available at t=0 for every agent (t % n is masked)
+
+
+def test_pool_not_ready_error_is_one_class_found_where_the_errors_are():
+    assert mv.PoolNotReadyError is marl_vec.errors.PoolNotReadyError
+    assert marl_vec.vec.pool.PoolNotReadyError is mv.PoolNotReadyError
+    assert marl_vec.vec.subproc.PoolNotReadyError is mv.PoolNotReadyError
+    assert issubclass(mv.PoolNotReadyError, RuntimeError)
+
+
+@pytest.mark.parametrize("batch_size", [0, 5, True, 2.0])
+def test_batch_size_out_of_range(batch_size):
+    with pytest.raises(ValueError, match=rf"batch_size must be an integer in \[1, num_envs=4\], got {batch_size!r}"):
+        SubprocVecEnv(FNS, num_workers=2, batch_size=batch_size)
+
+
+def test_ray_actors_answering_ray_calls_step_whole_blocks(ray_cluster):  # noqa: F811
+    with pytest.raises(ValueError, match=r"batch_size must be num_envs=4 or a multiple of the block size "
+                                         r"num_envs // num_workers = 4/2.*a Ray actor answering Ray calls .*"
+                                         r"steps its whole block in one call; got batch_size=3"):
+        backends.make("ray-ray", FNS, batch_size=3)
+
+
+def test_other_autoreset_modes_refuse_the_pool():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2, autoreset="next_step") as venv:
+        venv.reset()
+        with pytest.raises(ValueError, match="the async pool needs autoreset='same_step' or 'fast'.*'next_step'"):
+            venv.recv()
+
+
+def test_recv_and_send_before_reset():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2) as venv:
+        with pytest.raises(mv.PoolNotReadyError, match=r"call reset\(\) before recv\(\)"):
+            venv.recv()
+        with pytest.raises(mv.PoolNotReadyError, match=r"call reset\(\) before send\(\)"):
+            venv.send(ONES, [0])
+
+
+def test_send_refuses_envs_not_received_and_names_the_allowed_ones():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        r = venv.recv()
+        assert r.env_ids.tolist() == [0, 1]
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 2 cannot be stepped, recv\(\) has not returned it yet "
+                                                       r".*not sent since .*: \[0, 1\]"):
+            venv.send(np.ones((2, 3), dtype=np.int64), [0, 2])
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 7 cannot be stepped, there is no such env \(num_envs=4\)"):
+            venv.send(ONES, [7])
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 0 twice"):
+            venv.send(np.ones((2, 3), dtype=np.int64), [0, 0])
+        with pytest.raises(mv.PoolNotReadyError, match=r"no env_ids.*: \[0, 1\]"):
+            venv.send(np.ones((0, 3), dtype=np.int64), [])
+        venv.send(ONES, [0])
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 0 cannot be stepped, it was sent already and recv\(\) "
+                                                       r"has not returned it since.*: \[1\]"):
+            venv.send(ONES, [0])  # stepped once per recv()
+        assert venv.get_attr("t") == [1, 0, 0, 0]  # refused sends stepped nothing
+
+
+def test_bad_actions_name_the_env_and_send_nothing():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        r = venv.recv()
+        with pytest.raises(ValueError, match=r"send\(\) actions must have shape \(2, 3\)"):
+            venv.send(np.ones((4, 3), dtype=np.int64), r.env_ids)
+        with pytest.raises(ValueError, match="action 0 for env 1, agent 'a0' is not available"):
+            venv.send(np.array([[1, 1, 1], [0, 1, 1]]), r.env_ids)
+        with pytest.raises(ValueError, match="action 9 for env 0, agent 'a2' is out of range; allowed: 0..3"):
+            venv.send(np.array([[1, 1, 9], [1, 1, 1]]), r.env_ids)
+        venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)  # still owed: the refusals sent nothing
+        assert venv.get_attr("t") == [1, 1, 0, 0]
+
+
+def test_recv_without_enough_envs_raises_instead_of_waiting():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=3) as venv:
+        venv.reset()
+        venv.recv()
+        with pytest.raises(mv.PoolNotReadyError, match=r"recv\(\) needs batch_size=3 envs, but only 1 are ready and "
+                                                       r"0 stepping; 3 were returned by recv\(\) and not sent yet"):
+            venv.recv()
+
+
+def test_pool_calls_while_a_synchronous_step_is_pending():
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        venv.step_async(np.ones((4, 3), dtype=np.int64))
+        with pytest.raises(RuntimeError, match=r"recv\(\) called while a synchronous step is pending"):
+            venv.recv()
+        venv.step_wait()
