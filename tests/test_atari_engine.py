@@ -305,11 +305,44 @@ def test_multiplayer_stays_on_the_pettingzoo_path():
     assert type(make_atari("pettingzoo.atari.pong_v3", preprocess=True, engine="auto")).__name__ == "MultiAgentAtariAdapter"
 
 
-def test_auto_picks_the_engine_where_it_can():
-    assert isinstance(make_atari("ALE/Pong-v5", preprocess=True, engine="auto"), AleVectorAtariAdapter)
+def test_auto_picks_the_fastest_engine_that_takes_the_options():
+    import importlib.util
+
+    fastest = "envpool" if importlib.util.find_spec("envpool") is not None else "ale_vector"
+    auto = make_atari("ALE/Pong-v5", preprocess=True, engine="auto")
+    assert isinstance(auto, AleVectorAtariAdapter) and auto.config.kind == fastest
+    assert make_atari("ALE/Pong-v5", preprocess=True, engine="auto", noop_max=0).config.kind == "ale_vector"  # EnvPool needs noops
     raw = make_atari("ALE/Pong-v5", engine="auto")
     assert type(raw).__name__ == "AtariAdapter"
     raw.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "one_episode", "fast"])
+def test_auto_runs_the_modes_the_engine_cannot_serve_on_the_python_path(mode):
+    """In those modes auto's envs are the python path's, bit for bit (observations, rewards, flags,
+    episodes), with its threads option dropped; in same_step they are the engine's."""
+    actions = random_actions(300, 2, 4, seed=5)
+    runs = []
+    for engine in ("auto", "python"):
+        kwargs = {"engine_threads": 1} if engine == "auto" else {}
+        fn = lambda engine=engine, kwargs=kwargs: make_atari(BREAKOUT, preprocess=True, engine=engine, **kwargs)
+        with mv.DummyVecEnv([fn] * 2, env_seed=0, autoreset=mode) as venv:
+            runs.append(record(venv, actions))
+            assert getattr(venv.group._stepper, "on_python", False) == (engine == "auto")  # noqa: SLF001
+    assert sum(len(step[-1]) for step in runs[0][1:]) >= 1, "the test should cover episode ends"
+    assert_same_records(*runs)
+
+
+def test_auto_in_same_step_mode_is_the_engine():
+    actions = random_actions(200, 2, 4, seed=6)
+    auto_fn = lambda: make_atari(BREAKOUT, preprocess=True, engine="auto")
+    kind = auto_fn().config.kind
+    runs = []
+    for fn in (auto_fn, lambda: make_atari(BREAKOUT, preprocess=True, engine=kind)):
+        with mv.DummyVecEnv([fn] * 2, env_seed=0) as venv:
+            runs.append(record(venv, actions))
+            assert not venv.group._stepper.on_python  # noqa: SLF001
+    assert_same_records(*runs)
 
 
 # -- EnvPool (engine: envpool), when installed -------------------------------------

@@ -57,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +95,31 @@ def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, A
     if _game_of(env_id) is None:
         return f"{env_id!r} is not an ALE game id of gymnasium's registry"
     return None
+
+
+def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str:
+    """``engine: auto``'s choice: ``envpool`` where it is installed and takes the options
+    (``noop_max >= 1``, a game it has), else ``ale_vector`` where that takes them, else ``python``.
+
+    The autoreset mode is the group's, unknown here: an engine adapter made by ``auto``
+    falls back to the python path in a group whose mode the engine cannot serve."""
+    import importlib.util
+
+    if engine_unsupported_reason(env_id, preprocess, kwargs) is not None:
+        return "python"
+    if importlib.util.find_spec("envpool") is None:
+        return "ale_vector"
+    opts = Preprocessing.from_kwargs(True, dict(kwargs))
+    game = _game_of(env_id)
+    if opts is None or opts.noop_max < 1 or game is None or envpool_task(game[0]) not in _envpool_games():
+        return "ale_vector"
+    return "envpool"
+
+
+@functools.lru_cache(maxsize=None)
+def _envpool_games() -> frozenset[str]:
+    envpool = require("envpool", "envpool", "the envpool Atari engine")
+    return frozenset(envpool.list_all_envs())
 
 
 @functools.lru_cache(maxsize=None)
@@ -262,11 +287,18 @@ class AleVectorAtariAdapter(MultiAgentEnv):
     """One slot of a group's :class:`AtariVectorEnv`; see the module docstring.
 
     Built cheaply (no emulator) so that a backend may build one to read the spec;
-    the engine comes with the group's :class:`AleVectorStepper`.
+    the engine comes with the group's :class:`EngineStepper`.
+
+    ``fallback`` (``engine: auto``): builds the python path's adapter, which this one
+    becomes (delegating every call to it) in a group whose autoreset mode the engine
+    cannot serve; the spec then also offers snapshots (``fast``).
     """
 
-    def __init__(self, config: EngineConfig, agent_id: str = "agent_0"):
+    def __init__(self, config: EngineConfig, agent_id: str = "agent_0",
+                 fallback: Callable[[], MultiAgentEnv] | None = None):
         self.config = config
+        self.fallback = fallback
+        self.python: MultiAgentEnv | None = None  # the fallback's adapter, once in use
         self.preprocessing = config.opts
         self._clip = config.opts.clip_rewards
         obs_shape = config.opts.obs_shape()
@@ -280,7 +312,7 @@ class AleVectorAtariAdapter(MultiAgentEnv):
             action=DiscreteAction(_n_actions(config.game, config.full_action_space)),
             episode_limit=limit,
             stats=("score",),
-            snapshots=False,
+            snapshots=fallback is not None,  # auto: fast mode runs on the python path
             state_is_obs=True,
             reward_dtype=np.dtype(np.float64),  # as the python engine's: one spec whichever engine steps
         )
@@ -288,6 +320,16 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self.slot = 0
         self._private = False
         self._alone: EngineStepper | None = None
+
+    def use_python(self) -> None:
+        """Become the python path's adapter (auto, in a mode the engine cannot serve)."""
+        assert self.fallback is not None
+        if self.python is None:
+            self.python = self.fallback()
+            self.python.bind(self.row)
+        if self._private and self.engine is not None:
+            self.engine.close()
+        self.engine, self._alone = None, None
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -306,6 +348,8 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self.engine, self.slot, self._private = engine, slot, private
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
+        if self.python is not None:
+            return self.python.reset(seed)
         if self.engine is None:  # used outside a group: an engine of one
             self._attach(make_engine(self.config, 1), 0, private=True)
         assert self.engine is not None
@@ -314,6 +358,8 @@ class AleVectorAtariAdapter(MultiAgentEnv):
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         """Only for an adapter outside a group (its engine of one); a group steps its engine whole."""
+        if self.python is not None:
+            return self.python.step(actions)
         if not self._private:
             raise RuntimeError(f"an {self.config.kind} Atari env is stepped by its group's stepper, not one at a time")
         if self._alone is None:
@@ -328,10 +374,30 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         return infos[0]
 
     def episode_stats(self, info: dict[str, Any]) -> dict[str, float]:
+        if self.python is not None:
+            return self.python.episode_stats(info)
         assert self.engine is not None
         return {"score": float(self.engine.score[self.slot])}
 
+    def snapshot(self) -> Any:
+        if self.python is None:
+            raise NotImplementedError(f"the {self.config.kind} Atari engine has no per-env snapshots; use engine: python")
+        return self.python.snapshot()
+
+    def restore(self, snapshot: Any) -> dict[str, Any]:
+        if self.python is None:
+            raise NotImplementedError(f"the {self.config.kind} Atari engine has no per-env snapshots; use engine: python")
+        return self.python.restore(snapshot)
+
+    def get_native_attr(self, name: str) -> Any:
+        return self.python.get_native_attr(name) if self.python is not None else super().get_native_attr(name)
+
+    def render(self) -> Any:
+        return self.python.render() if self.python is not None else super().render()
+
     def close(self) -> None:
+        if self.python is not None:
+            self.python.close()
         if self._private and self.engine is not None:
             self.engine.close()
         self.engine, self._alone = None, None
@@ -360,6 +426,15 @@ class EngineStepper(GroupStepper):
         super().__init__(adapters, rows, block)
         slots: list[AleVectorAtariAdapter] = list(adapters)  # type: ignore[arg-type]
         k = len(slots)
+        self.kind = slots[0].config.kind
+        # auto, in a mode the engine cannot serve: the python path, env by env (a rebuilt
+        # adapter, restart_on_error, joins its neighbours there).
+        self.on_python = any(a.python is not None for a in slots)
+        if self.on_python:
+            for adapter in slots:
+                adapter.use_python()
+            self.engine = None
+            return
         if engine is None:
             # A rebuilt adapter (restart_on_error) joins the engine its neighbours share.
             shared = {id(a.engine): a.engine for a in slots if a.engine is not None and not a._private}
@@ -383,14 +458,23 @@ class EngineStepper(GroupStepper):
         self._clip = engine.config.opts.clip_rewards
 
     def autoreset_error(self, mode: str) -> str | None:
-        if mode in SUPPORTED_AUTORESET:
+        if mode in SUPPORTED_AUTORESET or self.on_python:
+            return None
+        if all(a.fallback is not None for a in self.adapters):  # auto: the python path serves it
+            self.engine.close()
+            for adapter in self.adapters:
+                adapter.use_python()  # type: ignore[attr-defined]
+            self.on_python = True
             return None
         why = ("it needs per-env snapshots, which the engine does not expose" if mode == "fast"
                else "it leaves finished envs out of a step, and the engine steps every env of its group in one call")
-        return (f"autoreset={mode!r} is not supported by the {self.engine.config.kind} Atari engine: {why}; "
+        return (f"autoreset={mode!r} is not supported by the {self.kind} Atari engine: {why}; "
                 f"allowed: {', '.join(SUPPORTED_AUTORESET)}, or set engine: python")
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
+        if self.on_python:
+            GroupStepper.step(self, first, stop, infos)
+            return
         if first != 0 or stop != self.engine.k:
             self.failed_at = first
             raise RuntimeError(self.autoreset_error("next_step"))
@@ -407,6 +491,8 @@ class AleVectorStepper(EngineStepper):
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
                  engine: AleEngine | None = None):
         super().__init__(adapters, rows, block, engine)
+        if self.on_python:
+            return
         engine = self.engine
         self._send, self._recv = engine.ale.send, engine.ale.recv
         self._limit = engine.config.max_episode_steps
@@ -453,13 +539,16 @@ def envpool_task(game: str) -> str:
 
 
 def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "ale_vector",
-                          **kwargs: Any) -> AleVectorAtariAdapter:
+                          fallback: Callable[[], MultiAgentEnv] | None = None, **kwargs: Any) -> AleVectorAtariAdapter:
     """An ``ALE/...`` game on the ale_vector engine, preprocessed (``preprocess=True`` implied).
 
     Args:
         env_id: a gymnasium ALE id; its registered sticky actions and frame limit are kept
             (``ALE/Pong-v5``: ``repeat_action_probability=0.25``, 108000 frames).
         engine_threads: the engine's threads per group (0: ale-py's choice).
+        engine: ``ale_vector`` or ``envpool``.
+        fallback: (``engine: auto``) builds the python path's adapter for the autoreset
+            modes the engine cannot serve; see :class:`AleVectorAtariAdapter`.
         kwargs: the preprocessing options and ``repeat_action_probability``,
             ``full_action_space``, ``max_num_frames_per_episode``, ``max_episode_steps``.
     """
@@ -495,4 +584,4 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "a
                              "use engine: ale_vector or python for noop_max 0")
         if config.kind == "envpool" and envpool_task(game) not in envpool.list_all_envs():
             raise ValueError(f"EnvPool has no Atari game {envpool_task(game)!r} for {env_id!r}; use engine: ale_vector or python")
-    return AleVectorAtariAdapter(config)
+    return AleVectorAtariAdapter(config, fallback=fallback)
