@@ -18,11 +18,14 @@ one run: a plain Python loop over gymnasium's ``AtariPreprocessing`` +
 ``FrameStackObservation``, DummyVecEnv on the python engine, DummyVecEnv on the
 ale_vector engine (2 threads), ale-py's ``AtariVectorEnv`` used directly (2
 threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
-DummyVecEnv on the envpool engine (2 threads). Wall time (the
+DummyVecEnv on the envpool engine (2 threads; also with ``copy=False``). Wall time (the
 engines run threads), interleaved rounds, medians of env-steps/s and of the
 per-step latency; each candidate is built and closed in its turn, so that no idle
-engine's threads run beside the measured one. Report ``uptime`` beside it: the
-machine is shared.
+engine's threads run beside the measured one. Besides the medians, each pair (ours
+over an engine against that engine used directly) is compared round by round: the
+median of the per-round ratios, and the ratio of CPU time (every thread of this
+process) per env-step, which other jobs on a shared machine disturb less than wall
+time. Report ``uptime`` beside it: the machine is shared.
 """
 
 from __future__ import annotations
@@ -104,11 +107,12 @@ def _plain_pong_loop(n: int):
     return step, lambda: [e.close() for e in envs]
 
 
-def _marl_vec_pong(n: int, engine: str, **kwargs):
+def _marl_vec_pong(n: int, engine: str, copy: bool = True, **kwargs):
     from marl_vec.envs.atari import make_atari
 
     opts = dict(PONG, **kwargs)
-    venv = mv.DummyVecEnv([functools.partial(make_atari, ENV_ID, preprocess=True, engine=engine, **opts)] * n, env_seed=0)
+    venv = mv.DummyVecEnv([functools.partial(make_atari, ENV_ID, preprocess=True, engine=engine, **opts)] * n,
+                          env_seed=0, copy=copy)
     venv.reset()
     return venv.step, venv.close
 
@@ -147,41 +151,58 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
     if importlib.util.find_spec("envpool") is not None:
         cases.append(Timed(f"EnvPool direct {threads}t", lambda: _envpool_direct(n, threads)))
         cases.append(Timed(f"DummyVecEnv, envpool {threads}t", lambda: _marl_vec_pong(n, "envpool", engine_threads=threads)))
+        cases.append(Timed(f"DummyVecEnv, envpool {threads}t copy=False", lambda: _marl_vec_pong(n, "envpool", copy=False, engine_threads=threads)))
     actions = np.random.default_rng(0).integers(0, 6, size=(1024, n, 1)).astype(np.int32)
     times = np.zeros(200_000)
-    for _ in range(rounds):
-        for c in cases:  # interleaved: every candidate once per round
+    cpu: dict[str, list[float]] = {c.name: [] for c in cases}
+    for r in range(rounds):
+        # Interleaved: every candidate once per round, in reverse order every other round, so
+        # that a load that drifts during a round favours no candidate.
+        for c in cases if r % 2 == 0 else cases[::-1]:
             # Built and closed in its turn: an idle engine's threads left alive beside
             # another engine's would take its cores (measured: up to 3x apart).
             step, close = c.build()
             try:
                 for t in range(20):  # warm-up
                     step(actions[t])
-                k, start = 0, time.perf_counter()
+                k, start, cpu_start = 0, time.perf_counter(), time.process_time()
                 now = start
                 while now - start < seconds and k < len(times):
                     step(actions[k % len(actions)])
                     after = time.perf_counter()
                     times[k] = after - now
                     now, k = after, k + 1
+                cpu_used = time.process_time() - cpu_start
             finally:
                 close()
             c.rates.append(k * n / (now - start))
             c.latencies.append(float(np.median(times[:k])))
+            cpu[c.name].append(1e6 * cpu_used / (k * n))
     rate = {c.name: float(np.median(c.rates)) for c in cases}
     base = rate[cases[0].name]
     load = os.getloadavg()
     lines = [f"{ENV_ID} x {n}, DQN preprocessing, wall time, {rounds} interleaved rounds of {seconds:g} s, medians "
              f"(load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores)"]
-    lines.append(f"  {'candidate':<32} {'env-steps/s':>12} {'vs plain':>9} {'step latency':>13}")
+    lines.append(f"  {'candidate':<36} {'env-steps/s':>12} {'vs plain':>9} {'step latency':>13} {'CPU/env-step':>13}")
     for c in cases:
-        lines.append(f"  {c.name:<32} {rate[c.name]:>12,.0f} {rate[c.name] / base:>8.2f}x "
-                     f"{1e3 * float(np.median(c.latencies)):>10.3f} ms")
-    ours = rate[cases[2].name]
+        lines.append(f"  {c.name:<36} {rate[c.name]:>12,.0f} {rate[c.name] / base:>8.2f}x "
+                     f"{1e3 * float(np.median(c.latencies)):>10.3f} ms {float(np.median(cpu[c.name])):>10.0f} us")
+
+    def paired(ours: Timed, ref: Timed) -> str:
+        """Medians of the ratio of throughputs and of latencies within each round (the
+        load a round saw is shared by both), and of the ratio of CPU per env-step."""
+        rates = np.median(np.array(ours.rates) / np.array(ref.rates))
+        latency = np.median(np.array(ours.latencies) / np.array(ref.latencies))
+        cpu_ratio = np.median(np.array(cpu[ref.name]) / np.array(cpu[ours.name]))
+        return (f"  {ours.name} / {ref.name}: throughput {rates:.2f}x, latency {latency:.2f}x, "
+                f"env-steps per CPU second {cpu_ratio:.2f}x (per round: "
+                + ", ".join(f"{a / b:.2f}" for a, b in zip(ours.rates, ref.rates)) + ")")
+
     for ref in cases[3:5]:
-        lines.append(f"  DummyVecEnv ale_vector / {ref.name}: {ours / rate[ref.name]:.2f}x")
+        lines.append(paired(cases[2], ref))
     if len(cases) > 5:
-        lines.append(f"  DummyVecEnv envpool / {cases[4].name}: {rate[cases[5].name] / rate[cases[4].name]:.2f}x")
+        lines.append(paired(cases[5], cases[4]))
+        lines.append(paired(cases[6], cases[4]))
     print("\n".join(lines))
     return lines
 

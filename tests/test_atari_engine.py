@@ -305,11 +305,44 @@ def test_multiplayer_stays_on_the_pettingzoo_path():
     assert type(make_atari("pettingzoo.atari.pong_v3", preprocess=True, engine="auto")).__name__ == "MultiAgentAtariAdapter"
 
 
-def test_auto_picks_the_engine_where_it_can():
-    assert isinstance(make_atari("ALE/Pong-v5", preprocess=True, engine="auto"), AleVectorAtariAdapter)
+def test_auto_picks_the_fastest_engine_that_takes_the_options():
+    import importlib.util
+
+    fastest = "envpool" if importlib.util.find_spec("envpool") is not None else "ale_vector"
+    auto = make_atari("ALE/Pong-v5", preprocess=True, engine="auto")
+    assert isinstance(auto, AleVectorAtariAdapter) and auto.config.kind == fastest
+    assert make_atari("ALE/Pong-v5", preprocess=True, engine="auto", noop_max=0).config.kind == "ale_vector"  # EnvPool needs noops
     raw = make_atari("ALE/Pong-v5", engine="auto")
     assert type(raw).__name__ == "AtariAdapter"
     raw.close()
+
+
+@pytest.mark.parametrize("mode", ["next_step", "one_episode", "fast"])
+def test_auto_runs_the_modes_the_engine_cannot_serve_on_the_python_path(mode):
+    """In those modes auto's envs are the python path's, bit for bit (observations, rewards, flags,
+    episodes), with its threads option dropped; in same_step they are the engine's."""
+    actions = random_actions(300, 2, 4, seed=5)
+    runs = []
+    for engine in ("auto", "python"):
+        kwargs = {"engine_threads": 1} if engine == "auto" else {}
+        fn = lambda engine=engine, kwargs=kwargs: make_atari(BREAKOUT, preprocess=True, engine=engine, **kwargs)
+        with mv.DummyVecEnv([fn] * 2, env_seed=0, autoreset=mode) as venv:
+            runs.append(record(venv, actions))
+            assert getattr(venv.group._stepper, "on_python", False) == (engine == "auto")  # noqa: SLF001
+    assert sum(len(step[-1]) for step in runs[0][1:]) >= 1, "the test should cover episode ends"
+    assert_same_records(*runs)
+
+
+def test_auto_in_same_step_mode_is_the_engine():
+    actions = random_actions(200, 2, 4, seed=6)
+    auto_fn = lambda: make_atari(BREAKOUT, preprocess=True, engine="auto")
+    kind = auto_fn().config.kind
+    runs = []
+    for fn in (auto_fn, lambda: make_atari(BREAKOUT, preprocess=True, engine=kind)):
+        with mv.DummyVecEnv([fn] * 2, env_seed=0) as venv:
+            runs.append(record(venv, actions))
+            assert not venv.group._stepper.on_python  # noqa: SLF001
+    assert_same_records(*runs)
 
 
 # -- EnvPool (engine: envpool), when installed -------------------------------------
@@ -379,3 +412,98 @@ def test_envpool_modes_and_time_limit():
         for t in range(1, 51):
             r = venv.step(np.zeros((2, 1), dtype=np.int64))
             assert (r.done == (t % 25 == 0)).all() and not r.terminated.any()
+
+
+def envpool_direct_stacks(obs: np.ndarray, stack: int, grayscale: bool) -> np.ndarray:
+    """EnvPool's observations (E, stack * channels, h, w) in our layout (E, stack, h, w[, 3])."""
+    if grayscale:
+        return obs
+    E, _, h, w = obs.shape
+    return obs.reshape(E, stack, 3, h, w).transpose(0, 1, 3, 4, 2)
+
+
+@pytest.mark.parametrize("options", [{}, {"grayscale": False, "frame_stack": 2, "screen_size": 64, "clip_rewards": False}])
+def test_envpool_bit_equal_to_envpool_used_directly(options):
+    """Same seeds (env_seed + i), same actions, EnvPool driven by hand with a partial reset of the envs
+    that ended (our same_step autoreset): every observation, final observation, reward, flag and
+    raw score, with sticky actions, noop starts and a frame limit (colour frames included)."""
+    envpool = pytest.importorskip("envpool", reason="envpool is not installed: pip install 'marl_vec[envpool]'")
+    E, steps, seed, limit = 3, 420, 7, 800  # 800 frames: 200 steps, so both flags occur
+    stack, gray, size = options.get("frame_stack", 4), options.get("grayscale", True), options.get("screen_size", 84)
+    ours = mv.DummyVecEnv([envpool_fn(max_num_frames_per_episode=limit, engine_threads=2, **options)] * E, env_seed=seed)
+    direct = envpool.make(
+        "Breakout-v5", env_type="gymnasium", num_envs=E, batch_size=E, num_threads=1, env_seed=list(range(seed, seed + E)),
+        max_episode_steps=limit // 4, repeat_action_probability=0.25, noop_max=30, frame_skip=4, stack_num=stack,
+        img_height=size, img_width=size, gray_scale=gray, episodic_life=False, reward_clip=False, use_fire_reset=False,
+    )
+    actions = random_actions(steps, E, 4)
+    obs = ours.reset().obs
+    stacks = envpool_direct_stacks(direct.reset()[0], stack, gray)
+    assert np.array_equal(obs.reshape(stacks.shape), stacks) and (stacks[:, 0] == stacks[:, -1]).all()
+    clip = options.get("clip_rewards", True)
+    score = np.zeros(E)
+    ends = {"terminated": 0, "truncated": 0}
+    for a in actions:
+        r = ours.step(a)
+        frames, reward, terminated, truncated, _ = direct.step(a[:, 0].astype(np.int32))
+        stacks = envpool_direct_stacks(frames, stack, gray)
+        done = terminated | truncated
+        score += reward
+        assert np.array_equal(r.reward[:, 0], np.sign(reward) if clip else reward) and r.reward.dtype == np.float64
+        assert np.array_equal(r.terminated[:, 0], terminated) and np.array_equal(r.truncated[:, 0], truncated)
+        assert np.array_equal(r.done, done)
+        if done.any():
+            assert np.array_equal(r.final_obs[done].reshape(stacks[done].shape), stacks[done])
+            fresh, _ = direct.reset(np.flatnonzero(done).astype(np.int32))
+            stacks = stacks.copy()
+            stacks[done] = envpool_direct_stacks(fresh, stack, gray)
+        for i in np.flatnonzero(done):
+            assert r.infos[i]["episode"]["score"] == score[i]
+            score[i] = 0.0
+            ends["terminated" if terminated[i] else "truncated"] += 1
+        assert np.array_equal(r.obs.reshape(stacks.shape), stacks)
+    assert ends["terminated"] >= 2 and ends["truncated"] >= 2, ends
+    ours.close()
+    direct.close()
+
+
+def test_envpool_public_api_path_equals_its_raw_calls(monkeypatch):
+    """The engine steps EnvPool through its raw C++ calls; an EnvPool without them is served by
+    its public send/recv/reset, with the same results."""
+    from marl_vec.envs.atari import envpool_engine
+
+    actions = random_actions(300, 3, 4, seed=4)
+    fn = envpool_fn(max_num_frames_per_episode=600)
+    with mv.DummyVecEnv([fn] * 3, env_seed=1) as venv:
+        raw = record(venv, actions)
+        assert venv.group.adapters[0].engine.step == venv.group.adapters[0].engine._step_raw  # noqa: SLF001
+    monkeypatch.setattr(envpool_engine, "USE_RAW_CALLS", False)
+    with mv.DummyVecEnv([fn] * 3, env_seed=1) as venv:
+        assert_same_records(raw, record(venv, actions))
+    assert sum(len(step[-1]) for step in raw[1:]) >= 3, "the test should cover episode ends"
+
+
+def test_envpool_disabled_mode_waits_for_reset_and_gives_the_same_step_reset():
+    actions = random_actions(400, 2, 4, seed=3)
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0, autoreset="disabled") as venv:
+        venv.reset()
+        for a in actions:
+            r = venv.step(a)
+            if r.done.any():
+                break
+        else:
+            raise AssertionError("no episode end")
+        ended = int(np.flatnonzero(r.done)[0])
+        with pytest.raises(EnvFinishedError, match=f"env {ended} finished its episode"):
+            venv.step(a)
+        obs = venv.reset(env_ids=[ended]).obs[ended]
+        assert obs.shape == (1, 4, 84, 84) and (obs[0, 0] == obs[0, 3]).all()  # a fresh stack
+        after = [venv.step(b).obs.copy() for b in actions[:20]]
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:  # same_step: the same reset and what follows
+        venv.reset()
+        for a in actions:
+            r = venv.step(a)
+            if r.done.any():
+                break
+        assert np.array_equal(r.obs[ended], obs)
+        assert all(np.array_equal(venv.step(b).obs, x) for b, x in zip(actions[:20], after))

@@ -35,6 +35,7 @@ own submodules and ``marl_vec.envs.registry``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from marl_vec.envs.atari.adapter import AtariAdapter
@@ -42,6 +43,7 @@ from marl_vec.envs.atari.engine import (
     ENGINES,
     AleVectorAtariAdapter,
     engine_unsupported_reason,
+    fastest_engine,
     make_ale_vector_atari,
 )
 from marl_vec.envs.atari.chain import PREPROCESS_DEFAULTS, Preprocessing, ale_rom_dir, atari_gym_env
@@ -63,19 +65,25 @@ def make_atari(env_id: str, preprocess: bool = False, engine: str = "python", **
             (ale-py's C++ ``AtariVectorEnv``: a group stepped in one native call, see
             :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), ``envpool``
             (EnvPool's Atari, the same way; ``pip install 'marl_vec[envpool]'``), or
-            ``auto`` (``ale_vector`` when installed and it supports the options, else python).
+            ``auto`` (the fastest that takes the options: ``envpool`` when installed, else
+            ``ale_vector``, else python; in a group whose autoreset mode the engine cannot
+            serve, ``next_step``, ``one_episode``, ``fast``, the envs run on the python path).
         kwargs: the rest goes to ``gymnasium.make`` or the PettingZoo game
             (``repeat_action_probability``, ``full_action_space``, ``num_players``, ``max_cycles``, ...).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown atari engine {engine!r}; allowed: {', '.join(ENGINES)}")
+    fallback = None
     if engine == "auto":
-        engine = "ale_vector" if engine_unsupported_reason(env_id, preprocess, kwargs) is None else "python"
+        engine = fastest_engine(env_id, preprocess, kwargs)
+        if engine != "python":  # the python path serves the autoreset modes the engine cannot
+            python_kwargs = {k: v for k, v in kwargs.items() if k != "engine_threads"}
+            fallback = functools.partial(make_atari, env_id, preprocess, "python", **python_kwargs)
     if engine in ("ale_vector", "envpool"):
         reason = engine_unsupported_reason(env_id, preprocess, kwargs)
         if reason is not None:
             raise ValueError(f"atari engine {engine!r} cannot run {env_id!r}: {reason}; use engine: python")
-        return make_ale_vector_atari(env_id, engine=engine, **kwargs)
+        return make_ale_vector_atari(env_id, engine=engine, fallback=fallback, **kwargs)
     if "engine_threads" in kwargs:
         raise ValueError("atari option 'engine_threads' needs engine: ale_vector, envpool or auto; the python engine has no threads")
     if env_id.startswith("pettingzoo.atari."):

@@ -1,15 +1,17 @@
 """Atari on a C++ engine (ale-py's ``AtariVectorEnv`` or EnvPool): a whole EnvGroup stepped in one native call.
 
 One idea: :class:`AleVectorAtariAdapter` is one env slot of a native vector
-engine (C++ threads, preprocessing in C++), and :class:`AleVectorStepper` is
+engine (C++ threads, preprocessing in C++), and an :class:`EngineStepper` is
 the :class:`~marl_vec.envs.base.GroupStepper` that owns that engine for the
-group: one native step per group step, then a handful of whole-group numpy
-writes into the batch buffers (no per-env Python unless an episode ended). Each
-group (a DummyVecEnv, a SubprocVecEnv worker's block, a Ray actor's block)
-builds its own engine over its envs, with its own threads, when the group is
-built; an adapter reset outside a group gets a private engine of one. The
-engine is asked for single frames (stack 1); the stacks are kept here, padded
-with the reset frame as on the python path.
+group (:class:`AleVectorStepper` here, EnvPool's in ``envpool_engine``): one
+native step per group step, then a handful of whole-group numpy writes into the
+batch buffers (no per-env Python unless an episode ended). Each group (a
+DummyVecEnv, a SubprocVecEnv worker's block, a Ray actor's block) builds its own
+engine over its envs, with its own threads, when the group is built; an adapter
+reset outside a group gets a private engine of one. ale-py pads a reset stack
+with zeros, so it is asked for single frames and the stacks are kept here,
+padded with the reset frame as on the python path; EnvPool pads as we do and
+keeps the stacks itself.
 
 How our contract maps onto the engines:
 
@@ -19,16 +21,16 @@ How our contract maps onto the engines:
   group's autoreset then calls the adapter's ``reset``, which writes it.
   ``reset`` with a seed, or of an env that did not just end, resets the slot in
   the engine (seed -1 continues the slot's own random stream).
-- ``envpool`` autoresets only at the next step, so the adapter's ``reset`` resets
-  the slot in the pool at once (a partial reset) and the pool steps it normally
-  next. EnvPool fixes each env's seed when the pool is made: the pool is made at
-  the first reset, and again at each seeded reset of slot 0 (the group seeds
-  slot 0 first, then slot j with ``seed + j``); reseeding one env alone raises.
+- ``envpool`` autoresets only at the next step: a step where envs ended resets
+  them in one partial reset, and the group's autoreset hands each its reset
+  stack (see :mod:`marl_vec.envs.atari.envpool_engine`, which also covers its
+  seeding: the pool fixes each env's seed when it is made).
 - Env ``i`` is seeded ``env_seed + i`` by the group, one slot at a time.
 - Rewards: the engine returns raw rewards (its clipping is off); the stepper adds
   them to the raw score (``infos[i]["episode"]["score"]``) and writes their sign
   when ``clip_rewards`` is set.
-- Truncation at ``max_episode_steps`` (agent steps) is counted here; ale_vector's
+- Truncation at ``max_episode_steps`` (agent steps) is counted here for ale_vector
+  and by EnvPool itself; ale_vector's
   ``max_num_frames_per_episode`` truncates by emulator frames (noops included, as
   on the python path); EnvPool counts that limit in agent steps.
   Terminated and truncated come apart from the engine.
@@ -55,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +95,31 @@ def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, A
     if _game_of(env_id) is None:
         return f"{env_id!r} is not an ALE game id of gymnasium's registry"
     return None
+
+
+def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str:
+    """``engine: auto``'s choice: ``envpool`` where it is installed and takes the options
+    (``noop_max >= 1``, a game it has), else ``ale_vector`` where that takes them, else ``python``.
+
+    The autoreset mode is the group's, unknown here: an engine adapter made by ``auto``
+    falls back to the python path in a group whose mode the engine cannot serve."""
+    import importlib.util
+
+    if engine_unsupported_reason(env_id, preprocess, kwargs) is not None:
+        return "python"
+    if importlib.util.find_spec("envpool") is None:
+        return "ale_vector"
+    opts = Preprocessing.from_kwargs(True, dict(kwargs))
+    game = _game_of(env_id)
+    if opts is None or opts.noop_max < 1 or game is None or envpool_task(game[0]) not in _envpool_games():
+        return "ale_vector"
+    return "envpool"
+
+
+@functools.lru_cache(maxsize=None)
+def _envpool_games() -> frozenset[str]:
+    envpool = require("envpool", "envpool", "the envpool Atari engine")
+    return frozenset(envpool.list_all_envs())
 
 
 @functools.lru_cache(maxsize=None)
@@ -186,7 +213,7 @@ class EngineConfig:
             img_height=opts.screen_size,
             img_width=opts.screen_size,
             gray_scale=opts.grayscale,
-            stack_num=1,
+            stack_num=opts.frame_stack,  # padded with the reset frame, as on the python path
             frame_skip=opts.frame_skip,
             noop_max=opts.noop_max,  # drawn in [1, noop_max] as AtariPreprocessing; 0 is refused (it crashes)
             episodic_life=False,
@@ -196,25 +223,32 @@ class EngineConfig:
         )
 
 
-class _Engine:
+def make_engine(config: EngineConfig, k: int) -> Any:
+    """The engine of a group of ``k`` slots: :class:`AleEngine` or an EnvPool one."""
+    if config.kind == "envpool":
+        from marl_vec.envs.atari.envpool_engine import EnvPoolEngine
+
+        return EnvPoolEngine(config, k)
+    return AleEngine(config, k)
+
+
+class AleEngine:
     """One AtariVectorEnv over ``k`` slots, with the per-slot state of our contract."""
+
+    envpool = False
 
     def __init__(self, config: EngineConfig, k: int):
         self.config = config
-        self.envpool = config.kind == "envpool"
-        # EnvPool fixes each env's seed when the pool is made: it is made at the first reset.
-        self.env = None if self.envpool else config.build(k)
-        self.ale = None if self.envpool else self.env.ale
-        self._pool_frames: np.ndarray | None = None  # the frames of the pool's first reset
-        self._pool_seeds: list[int] | None = None
-        self.unclaimed: set[int] = set()  # slots whose first-reset frame no reset() has taken yet
+        self.env = config.build(k)
+        self.ale = self.env.ale
         self.k = k
         self.score = np.zeros(k, dtype=np.float64)
         self.elapsed = np.zeros(k, dtype=np.int64)
         opts = config.opts
         frame = opts.frame_shape()
         # The frame stacks live here, not in the buffer rows: a caller writing into a
-        # copy=False result cannot corrupt the next observation.
+        # copy=False result cannot corrupt the next observation. (ale-py pads a reset
+        # stack with zeros, the python path with the reset frame: the engine gives single frames.)
         self.stack = np.zeros((k, opts.frame_stack, *frame), dtype=np.uint8)
         self.stack_obs = self.stack.reshape((k, *opts.obs_shape()))  # a view: drops a stack axis of 1
         self.reset_frame = np.zeros((k, *frame), dtype=np.uint8)  # an ended slot's reset frame
@@ -238,8 +272,6 @@ class _Engine:
 
     def _native_reset(self, slot: int, seed: int | None) -> np.ndarray:
         """Reset one slot in the engine; its reset frame."""
-        if self.envpool:
-            return self._envpool_reset(slot, seed)
         if not self._started:  # the engine's partial resets need one full reset first
             self.ale.reset(np.arange(self.k, dtype=np.int64), np.full(self.k, -1, dtype=np.int64))
             self._started = True
@@ -247,44 +279,26 @@ class _Engine:
                                    np.array([-1 if seed is None else int(seed)], dtype=np.int64))
         return obs[int(np.flatnonzero(info["env_id"] == slot)[0]), 0]
 
-    def _envpool_reset(self, slot: int, seed: int | None) -> np.ndarray:
-        """The group seeds slot j with ``seed_0 + j``, slot 0 first: slot 0's seed (or the
-        first reset) makes a new pool seeded so; the other slots then take its frames."""
-        if self.env is None or (seed is not None and slot == 0):
-            if self.env is not None:
-                self.env.close()
-            base = int(seed) - slot if seed is not None else int(np.random.SeedSequence().generate_state(1)[0] >> 2)
-            self._pool_seeds = [base + j for j in range(self.k)]
-            self.env = self.config.build(self.k, seeds=self._pool_seeds)
-            obs, _ = self.env.reset()
-            self._pool_frames = obs[:, 0].copy()
-            self.unclaimed = set(range(self.k))
-        if slot in self.unclaimed and (seed is None or seed == self._pool_seeds[slot]):  # type: ignore[index]
-            self.unclaimed.discard(slot)
-            return self._pool_frames[slot]  # type: ignore[index]
-        if seed is not None:
-            raise ValueError(
-                f"EnvPool fixes each env's seed when its pool is made: env slot {slot} cannot be reseeded "
-                f"with {seed} alone; reset every env of the group with a seed (reset(seed=...)), reset it "
-                f"without one, or use engine: ale_vector"
-            )
-        obs, _ = self.env.reset(np.array([slot], dtype=np.int32))
-        return obs[0, 0]
-
     def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
+        self.env.close()
 
 
 class AleVectorAtariAdapter(MultiAgentEnv):
     """One slot of a group's :class:`AtariVectorEnv`; see the module docstring.
 
     Built cheaply (no emulator) so that a backend may build one to read the spec;
-    the engine comes with the group's :class:`AleVectorStepper`.
+    the engine comes with the group's :class:`EngineStepper`.
+
+    ``fallback`` (``engine: auto``): builds the python path's adapter, which this one
+    becomes (delegating every call to it) in a group whose autoreset mode the engine
+    cannot serve; the spec then also offers snapshots (``fast``).
     """
 
-    def __init__(self, config: EngineConfig, agent_id: str = "agent_0"):
+    def __init__(self, config: EngineConfig, agent_id: str = "agent_0",
+                 fallback: Callable[[], MultiAgentEnv] | None = None):
         self.config = config
+        self.fallback = fallback
+        self.python: MultiAgentEnv | None = None  # the fallback's adapter, once in use
         self.preprocessing = config.opts
         self._clip = config.opts.clip_rewards
         obs_shape = config.opts.obs_shape()
@@ -298,14 +312,24 @@ class AleVectorAtariAdapter(MultiAgentEnv):
             action=DiscreteAction(_n_actions(config.game, config.full_action_space)),
             episode_limit=limit,
             stats=("score",),
-            snapshots=False,
+            snapshots=fallback is not None,  # auto: fast mode runs on the python path
             state_is_obs=True,
             reward_dtype=np.dtype(np.float64),  # as the python engine's: one spec whichever engine steps
         )
-        self.engine: _Engine | None = None
+        self.engine: Any = None  # an AleEngine or EnvPoolEngine
         self.slot = 0
         self._private = False
-        self._alone: AleVectorStepper | None = None
+        self._alone: EngineStepper | None = None
+
+    def use_python(self) -> None:
+        """Become the python path's adapter (auto, in a mode the engine cannot serve)."""
+        assert self.fallback is not None
+        if self.python is None:
+            self.python = self.fallback()
+            self.python.bind(self.row)
+        if self._private and self.engine is not None:
+            self.engine.close()
+        self.engine, self._alone = None, None
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -318,56 +342,99 @@ class AleVectorAtariAdapter(MultiAgentEnv):
     def group_stepper(
         cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews
     ) -> GroupStepper:
-        return AleVectorStepper(adapters, rows, block)
+        return stepper_class(adapters[0].config)(adapters, rows, block)  # type: ignore[attr-defined]
 
-    def _attach(self, engine: _Engine, slot: int, private: bool = False) -> None:
+    def _attach(self, engine: Any, slot: int, private: bool = False) -> None:
         self.engine, self.slot, self._private = engine, slot, private
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
+        if self.python is not None:
+            return self.python.reset(seed)
         if self.engine is None:  # used outside a group: an engine of one
-            self._attach(_Engine(self.config, 1), 0, private=True)
+            self._attach(make_engine(self.config, 1), 0, private=True)
         assert self.engine is not None
         self.engine.reset_slot(self.slot, seed, self._obs)
         return {}
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
         """Only for an adapter outside a group (its engine of one); a group steps its engine whole."""
+        if self.python is not None:
+            return self.python.step(actions)
         if not self._private:
-            raise RuntimeError("an ale_vector Atari env is stepped by its group's AleVectorStepper, not one at a time")
+            raise RuntimeError(f"an {self.config.kind} Atari env is stepped by its group's stepper, not one at a time")
         if self._alone is None:
             # The row's views with a leading env axis of one: the group's block layout.
             row = self.row
             block = RowViews(**{f.name: None if getattr(row, f.name) is None else getattr(row, f.name)[None]
                                 for f in dataclasses.fields(RowViews)})
             assert self.engine is not None
-            self._alone = AleVectorStepper([self], [row], block, engine=self.engine)
+            self._alone = stepper_class(self.config)([self], [row], block, engine=self.engine)
         infos: list[dict[str, Any]] = [{}]
         self._alone.step(0, 1, infos)
         return infos[0]
 
     def episode_stats(self, info: dict[str, Any]) -> dict[str, float]:
+        if self.python is not None:
+            return self.python.episode_stats(info)
         assert self.engine is not None
         return {"score": float(self.engine.score[self.slot])}
 
+    def snapshot(self) -> Any:
+        if self.python is None:
+            raise NotImplementedError(f"the {self.config.kind} Atari engine has no per-env snapshots; use engine: python")
+        return self.python.snapshot()
+
+    def restore(self, snapshot: Any) -> dict[str, Any]:
+        if self.python is None:
+            raise NotImplementedError(f"the {self.config.kind} Atari engine has no per-env snapshots; use engine: python")
+        return self.python.restore(snapshot)
+
+    def get_native_attr(self, name: str) -> Any:
+        return self.python.get_native_attr(name) if self.python is not None else super().get_native_attr(name)
+
+    def render(self) -> Any:
+        return self.python.render() if self.python is not None else super().render()
+
     def close(self) -> None:
+        if self.python is not None:
+            self.python.close()
         if self._private and self.engine is not None:
             self.engine.close()
         self.engine, self._alone = None, None
 
 
-class AleVectorStepper(GroupStepper):
+def stepper_class(config: EngineConfig) -> type[EngineStepper]:
+    """The group stepper of an engine kind."""
+    if config.kind == "envpool":
+        from marl_vec.envs.atari.envpool_engine import EnvPoolStepper
+
+        return EnvPoolStepper
+    return AleVectorStepper
+
+
+class EngineStepper(GroupStepper):
     """Owns the group's engine and steps every env of the group in one native call.
 
     Runs: the engine steps all its slots at once, so a run that is not the whole
     group (``next_step``/``one_episode`` leave finished envs out) raises; the
-    group refuses those modes at construction (``autoreset_error``).
+    group refuses those modes at construction (``autoreset_error``). Subclasses
+    implement :meth:`step_group` for their engine.
     """
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
-                 engine: _Engine | None = None):
+                 engine: Any = None):
         super().__init__(adapters, rows, block)
         slots: list[AleVectorAtariAdapter] = list(adapters)  # type: ignore[arg-type]
         k = len(slots)
+        self.kind = slots[0].config.kind
+        # auto, in a mode the engine cannot serve: the python path, env by env (a rebuilt
+        # adapter, restart_on_error, joins its neighbours there).
+        self.on_python = any(a.python is not None for a in slots)
+        if self.on_python:
+            for adapter in slots:
+                adapter.use_python()
+            self.engine = None
+            return
         if engine is None:
             # A rebuilt adapter (restart_on_error) joins the engine its neighbours share.
             shared = {id(a.engine): a.engine for a in slots if a.engine is not None and not a._private}
@@ -377,51 +444,68 @@ class AleVectorStepper(GroupStepper):
             ):
                 configs = {a.config for a in slots}
                 if len(configs) != 1:
-                    raise ValueError(f"the envs of one ale_vector group must have the same options; got {len(configs)} kinds")
-                engine = _Engine(slots[0].config, k)
+                    raise ValueError(f"the envs of one {slots[0].config.kind} group must have the same options; "
+                                     f"got {len(configs)} kinds")
+                engine = make_engine(slots[0].config, k)
             for j, adapter in enumerate(slots):
                 adapter._attach(engine, j)
         self.engine = engine
-        self._envpool = engine.envpool
-        if not engine.envpool:
-            self._send, self._recv = engine.ale.send, engine.ale.recv
         self._actions = block.actions[:, 0]
         self._obs = block.obs[:, 0]
         self._reward = block.reward[:, 0]
         self._terminated = block.terminated[:, 0]
         self._truncated = block.truncated[:, 0]
-        self._limit = engine.config.max_episode_steps
         self._clip = engine.config.opts.clip_rewards
-        self._action_buffer = np.zeros(k, dtype=np.int32)
-        self._done = np.zeros(k, dtype=bool)
-        self._at_limit = np.zeros(k, dtype=bool)
 
     def autoreset_error(self, mode: str) -> str | None:
-        if mode in SUPPORTED_AUTORESET:
+        if mode in SUPPORTED_AUTORESET or self.on_python:
+            return None
+        if all(a.fallback is not None for a in self.adapters):  # auto: the python path serves it
+            self.engine.close()
+            for adapter in self.adapters:
+                adapter.use_python()  # type: ignore[attr-defined]
+            self.on_python = True
             return None
         why = ("it needs per-env snapshots, which the engine does not expose" if mode == "fast"
                else "it leaves finished envs out of a step, and the engine steps every env of its group in one call")
-        return (f"autoreset={mode!r} is not supported by the {self.engine.config.kind} Atari engine: {why}; "
+        return (f"autoreset={mode!r} is not supported by the {self.kind} Atari engine: {why}; "
                 f"allowed: {', '.join(SUPPORTED_AUTORESET)}, or set engine: python")
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        engine = self.engine
-        if first != 0 or stop != engine.k:
+        if self.on_python:
+            GroupStepper.step(self, first, stop, infos)
+            return
+        if first != 0 or stop != self.engine.k:
             self.failed_at = first
             raise RuntimeError(self.autoreset_error("next_step"))
+        self.step_group(infos)
+
+    def step_group(self, infos: list[dict[str, Any]]) -> None:
+        """Step every env of the group; writes what the adapters' ``step`` would, ``infos`` included."""
+        raise NotImplementedError
+
+
+class AleVectorStepper(EngineStepper):
+    """Steps a group's :class:`AleEngine` (ale-py's ``AtariVectorEnv``) whole."""
+
+    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
+                 engine: AleEngine | None = None):
+        super().__init__(adapters, rows, block, engine)
+        if self.on_python:
+            return
+        engine = self.engine
+        self._send, self._recv = engine.ale.send, engine.ale.recv
+        self._limit = engine.config.max_episode_steps
+        self._action_buffer = np.zeros(engine.k, dtype=np.int32)
+        self._done = np.zeros(engine.k, dtype=bool)
+        self._at_limit = np.zeros(engine.k, dtype=bool)
+
+    def step_group(self, infos: list[dict[str, Any]]) -> None:
+        engine = self.engine
         actions = self._action_buffer
         np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
-        if self._envpool:
-            if engine.unclaimed:  # a seeded reset of slot 0 alone remade the pool under the others
-                self.failed_at = first
-                raise ValueError(
-                    f"EnvPool fixes each env's seed when its pool is made: a seeded reset must reset every "
-                    f"env of the group (env slots {sorted(engine.unclaimed)} were not); or use engine: ale_vector"
-                )
-            obs, reward, terminated, truncated, info = engine.env.step(actions)
-        else:
-            self._send(actions, engine.paddle)
-            obs, reward, terminated, truncated, info = self._recv()
+        self._send(actions, engine.paddle)
+        obs, reward, terminated, truncated, info = self._recv()
         frames, stack = obs[:, 0], engine.stack
         stack[:, :-1] = stack[:, 1:]  # numpy buffers the overlapping shift
         stack[:, -1] = frames
@@ -440,15 +524,13 @@ class AleVectorStepper(GroupStepper):
             self._truncated[...] = truncated
         np.logical_or(terminated, truncated, out=done)  # ale_vector reset these slots itself
         engine.has_reset_frame.fill(False)
-        # EnvPool resets at the next step (its frames are the final ones): reset() resets the slot.
-        if not self._envpool and np.count_nonzero(done):
-            final = info["final_obs"]
-            for j in np.flatnonzero(done).tolist():
-                engine.reset_frame[j] = frames[j]
-                engine.has_reset_frame[j] = True
-                stack[j, -1] = final[j, 0]  # the step's frame; the reset one waits for reset()
+        if np.count_nonzero(done):
+            ended = np.flatnonzero(done)
+            engine.reset_frame[ended] = frames[ended]
+            engine.has_reset_frame[ended] = True
+            stack[ended, -1] = info["final_obs"][ended, 0]  # the step's frame; the reset one waits for reset()
         self._obs[...] = engine.stack_obs
-        infos[first:stop] = map(dict, itertools.repeat((), stop - first))  # k fresh empty dicts, at C speed
+        infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
 
 
 def envpool_task(game: str) -> str:
@@ -457,13 +539,16 @@ def envpool_task(game: str) -> str:
 
 
 def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "ale_vector",
-                          **kwargs: Any) -> AleVectorAtariAdapter:
+                          fallback: Callable[[], MultiAgentEnv] | None = None, **kwargs: Any) -> AleVectorAtariAdapter:
     """An ``ALE/...`` game on the ale_vector engine, preprocessed (``preprocess=True`` implied).
 
     Args:
         env_id: a gymnasium ALE id; its registered sticky actions and frame limit are kept
             (``ALE/Pong-v5``: ``repeat_action_probability=0.25``, 108000 frames).
         engine_threads: the engine's threads per group (0: ale-py's choice).
+        engine: ``ale_vector`` or ``envpool``.
+        fallback: (``engine: auto``) builds the python path's adapter for the autoreset
+            modes the engine cannot serve; see :class:`AleVectorAtariAdapter`.
         kwargs: the preprocessing options and ``repeat_action_probability``,
             ``full_action_space``, ``max_num_frames_per_episode``, ``max_episode_steps``.
     """
@@ -499,4 +584,4 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "a
                              "use engine: ale_vector or python for noop_max 0")
         if config.kind == "envpool" and envpool_task(game) not in envpool.list_all_envs():
             raise ValueError(f"EnvPool has no Atari game {envpool_task(game)!r} for {env_id!r}; use engine: ale_vector or python")
-    return AleVectorAtariAdapter(config)
+    return AleVectorAtariAdapter(config, fallback=fallback)
