@@ -170,9 +170,9 @@ class EnvGroup:
         # Local indices of the envs never reset: in a process that replaces a dead
         # one under the async pool, their first step_env() restarts them instead.
         self.unstarted: set[int] = set(range(k))
-        # Whether step_env() may step one env alone: a native engine that steps its
-        # whole group in one call refuses partial runs (it refuses next_step for that).
-        self.steps_single_envs = self._stepper.autoreset_error(AutoresetMode.NEXT_STEP.value) is None
+        # Whether step_env() may step one env alone: not where a native engine steps the
+        # whole group in one call.
+        self.steps_single_envs = self._stepper.steps_single_envs()
         self._one_infos: list[dict[str, Any]] = [{}] * k  # step_env's infos slot, reused
 
     def __len__(self) -> int:

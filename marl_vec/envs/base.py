@@ -71,6 +71,11 @@ class GroupStepper:
         self.act_rows = [row.actions for row in rows]
         self.failed_at = -1
 
+    def steps_single_envs(self) -> bool:
+        """Whether :meth:`step` may step part of the group (the async pool steps one env at
+        a time); a native engine that steps its whole group in one call may not."""
+        return True
+
     def autoreset_error(self, mode: str) -> str | None:
         """Why this stepper cannot serve autoreset ``mode`` (an ``AutoresetMode`` value), or
         None when it can. A stepper that only steps whole groups (a native engine) refuses

@@ -457,6 +457,9 @@ class EngineStepper(GroupStepper):
         self._truncated = block.truncated[:, 0]
         self._clip = engine.config.opts.clip_rewards
 
+    def steps_single_envs(self) -> bool:
+        return self.on_python
+
     def autoreset_error(self, mode: str) -> str | None:
         if mode in SUPPORTED_AUTORESET or self.on_python:
             return None
