@@ -39,20 +39,22 @@ def test_mappo_trains_on_football_and_logs_goals(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     rows = list(csv.DictReader(log.open()))
     assert [int(r["frames"]) for r in rows] == [400, 800, 1200]
-    for key in ("last100_win", "last100_goals_for", "last100_goals_against", "last100_score", "last100_length"):
+    for key in ("batch_win", "batch_goals_for", "batch_goals_against", "batch_score", "batch_length",
+                "last100_win", "last100_return"):
         assert key in rows[0]
-    assert 0.0 <= float(rows[-1]["last100_win"]) <= 1.0
     # Random-ish play ends an academy episode within a few dozen steps: every batch ends some.
-    episodes = [int(r["last100_episodes"]) for r in rows]
-    assert 0 < episodes[0] < episodes[1] < episodes[2] < 100
-    # BenchMARL's batch mean (its per-agent episode_reward at done) and marl_vec's running
-    # mean over all episodes so far count the same episodes: the running mean is the
-    # episode-weighted mean of the batch means (float32 against float64 sums).
-    counts = [episodes[0], episodes[1] - episodes[0], episodes[2] - episodes[1]]
-    batch_returns = [float(r["batch_return"]) for r in rows]
-    for i, row in enumerate(rows):
-        running = sum(n * b for n, b in zip(counts[:i + 1], batch_returns[:i + 1])) / episodes[i]
-        assert float(row["last100_return"]) == pytest.approx(running, rel=1e-5, abs=1e-6)
+    counts = [int(r["batch_episodes"]) for r in rows]
+    assert all(0 < n < 100 for n in counts)
+    assert [int(r["episodes"]) for r in rows] == [sum(counts[:i + 1]) for i in range(3)]
+    for row, n in zip(rows, counts):
+        # BenchMARL's batch mean (its per-agent episode_reward where done) and marl_vec's
+        # statistics over the same episodes agree (float32 against float64 sums).
+        assert float(row["batch_return"]) == pytest.approx(float(row["benchmarl_batch_return"]), rel=1e-5)
+        wins = float(row["batch_win"]) * n
+        assert wins == pytest.approx(round(wins)) and 0 <= round(wins) <= n
+    # The last 100 episodes are all of them here: their mean is the batches' episode-weighted mean.
+    last100 = sum(n * float(r["batch_return"]) for n, r in zip(counts, rows)) / sum(counts)
+    assert float(rows[-1]["last100_return"]) == pytest.approx(last100, rel=1e-9)
     printed = [line for line in run.stdout.splitlines() if line.startswith("frames=")]
     assert [line.split()[0] for line in printed] == ["frames=400", "frames=800", "frames=1200"]
     assert run.stdout.strip().splitlines()[-1].startswith("first_return=")

@@ -6,9 +6,12 @@ BenchMARL's own trainer (``Experiment.run``) runs unchanged; the envs are
 prints the mean return of the episodes that ended in it, per agent group, and
 ends with one line ``first_return=X last_return=Y`` (first and last batch with an
 ended episode, summed over groups' per-agent means). ``--log FILE`` also writes
-one CSV row per batch: frames, seconds, that batch's mean return, and marl_vec's
-episode statistics over the last 100 finished episodes (return, length, and the
-family's own, e.g. Football's ``win`` and ``goals_for``). Files BenchMARL writes
+one CSV row per batch: frames, seconds, episodes finished so far, and of this
+batch's episodes their number, BenchMARL's mean return (``benchmarl_batch_return``)
+and marl_vec's episode statistics (``batch_return``, ``batch_length`` and the
+family's own, e.g. Football's ``batch_win``, ``batch_goals_for``; over the
+batch's last 100 episodes if it ended more), then the same statistics over the
+last 100 finished episodes (``last100_*``). Files BenchMARL writes
 (config pickle, optional json) go to ``--out`` (a temporary folder by default);
 no csv/wandb loggers.
 
@@ -38,6 +41,7 @@ from benchmarl.models import MlpConfig
 
 from marl_vec.compat.benchmarl import MarlVecTask, _base_env
 from marl_vec.config import load_config, resolve_config_path
+from marl_vec.episode import EpisodeStatistics
 
 
 class TimeUp(Exception):
@@ -53,6 +57,7 @@ class PrintReturns(Callback):
         self.log_path = log
         self.log: IO[str] | None = None
         self.writer: Any = None
+        self.episodes_seen = 0
         self.seconds = seconds
         self.start = time.monotonic()
 
@@ -80,12 +85,22 @@ class PrintReturns(Callback):
         if self.seconds is not None and elapsed > self.seconds:
             raise TimeUp
 
-    def _write(self, elapsed: float, batch_return: float) -> None:
-        stats = _base_env(self.experiment.collector.env).venv.episode_statistics()
-        row = {"frames": self.experiment.total_frames, "seconds": round(elapsed, 1), "batch_return": batch_return,
+    def _write(self, elapsed: float, benchmarl_return: float) -> None:
+        venv = _base_env(self.experiment.collector.env).venv
+        stats = venv.episode_statistics()
+        episodes = int(stats.pop("episodes"))
+        new, self.episodes_seen = episodes - self.episodes_seen, episodes
+        # This batch's episodes (the last `new` that marl_vec finished; at most its window of 100).
+        this_batch = EpisodeStatistics(window=max(new, 1))
+        this_batch.add(venv.statistics.recent()[-new:] if new else [])
+        batch_stats = this_batch.means()
+        batch_stats.pop("episodes")
+        row = {"frames": self.experiment.total_frames, "seconds": round(elapsed, 1), "episodes": episodes,
+               "batch_episodes": new, "benchmarl_batch_return": benchmarl_return,
+               **{f"batch_{k}": v for k, v in batch_stats.items()},
                **{f"last100_{k}": v for k, v in stats.items()}}
         if self.writer is None:
-            if "last100_return" not in row:
+            if "batch_return" not in row:
                 return  # no episode finished yet: the columns are not known
             self.log = open(self.log_path, "w", newline="")
             self.writer = csv.DictWriter(self.log, fieldnames=list(row), extrasaction="ignore")
