@@ -54,7 +54,7 @@ def window_means(values: np.ndarray, n: int) -> tuple[tuple[float, float], tuple
 
 
 def window_table(path: Path, k: int, return_column: str, win_column: str = "last100_win") -> list[str]:
-    """A markdown table over windows of ``k`` rows: the return's mean and standard error
+    """A markdown table over windows of ``k`` rows (the last one may be shorter): the return's mean and standard error
     over the rows, and the win rate over disjoint 100-episode windows inside each window.
 
     ``win_column`` is a running mean over the last 100 episodes (marl_vec's
@@ -70,8 +70,10 @@ def window_table(path: Path, k: int, return_column: str, win_column: str = "last
     episodes = [int(r["episodes"]) for r in rows]
     lines = ["| frames | minutes | episodes | return: mean ± s.e. over batches | win rate: wins / episodes ± s.e. |",
              "|---|---|---|---|---|"]
-    for start in range(0, len(rows) - k + 1, k):
-        stop = start + k
+    for start in range(0, len(rows), k):
+        stop = min(start + k, len(rows))  # the last window takes the rows left over
+        if stop - start < 2:
+            break
         values = np.array([float(r[return_column]) for r in rows[start:stop]])
         values = values[~np.isnan(values)]
         before = episodes[start - 1] if start else 0
