@@ -149,6 +149,16 @@ def test_task_refuses_bad_input():
         MarlVecTask("spread", {"config": SPREAD, "num_env": 2})
     with pytest.raises(ValueError, match="needs 'config'"):
         MarlVecTask("spread", {})
+    with pytest.raises(ValueError, match="autoreset must be one of \\['same_step', 'fast'\\], got 'next_step'"):
+        MarlVecTask("spread", {"config": SPREAD, "autoreset": "next_step"})
+
+
+def test_task_autoreset_is_same_step_or_fast():
+    default = MarlVecTask("spread", {"config": SPREAD})
+    fast = MarlVecTask("spread", {"config": SPREAD, "autoreset": "fast"})
+    assert default._env_config(2, 0, False).vec.autoreset == "same_step"
+    # Building it needs an env that snapshots its state (Football; tests/test_compat_benchmarl_football.py).
+    assert fast._env_config(2, 0, False).vec.autoreset == "fast"
 
 
 def test_train_with_script_prints_returns(tmp_path):

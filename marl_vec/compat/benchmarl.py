@@ -5,7 +5,8 @@ builds a :class:`marl_vec.compat.torchrl.TorchRLEnv` over ``marl_vec.make(config
 
 - ``num_envs`` from BenchMARL (its ``n_envs_per_worker`` / ``evaluation_episodes``)
   becomes ``vec.num_envs``; ``seed`` becomes ``vec.env_seed`` (env i seeded ``seed + i``);
-  ``vec.autoreset`` is forced to ``same_step``; the backend is the config's.
+  ``vec.autoreset`` is ``same_step`` (or ``fast``, task config key ``autoreset``); the
+  backend is the config's.
 - Continuous or discrete actions: where the config's ``env.kwargs`` has a
   ``continuous_actions`` key (MPE), both are supported and BenchMARL's choice is
   written there; otherwise the env's own action type is the only one.
@@ -15,7 +16,8 @@ builds a :class:`marl_vec.compat.torchrl.TorchRLEnv` over ``marl_vec.make(config
 
 Task config keys: ``config`` (a YAML path, a shipped config name such as
 ``"mpe/simple_spread"``, or a config dict; required), ``group_map``, ``max_steps``,
-``backend`` (overrides ``vec.backend``), ``render`` (BenchMARL may call ``render()``;
+``backend`` (overrides ``vec.backend``), ``autoreset`` (``same_step``, the default, or
+``fast``: Football restores a snapshot instead of resetting), ``render`` (BenchMARL may call ``render()``;
 default False).
 
 Example:
@@ -50,7 +52,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from marl_vec.config import Config, load_config, make_from_config
 from marl_vec.compat.torchrl import TorchRLEnv
 
-_KEYS = frozenset(("config", "group_map", "max_steps", "backend", "render"))
+_KEYS = frozenset(("config", "group_map", "max_steps", "backend", "autoreset", "render"))
+# TorchRLEnv needs the next episode's start in the same step: these two modes give it.
+_AUTORESETS = ("same_step", "fast")
 
 
 class MarlVecTask(TaskClass):
@@ -71,6 +75,8 @@ class MarlVecTask(TaskClass):
             raise ValueError(f"unknown MarlVecTask config keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
         if "config" not in config:
             raise ValueError("MarlVecTask config needs 'config': a marl_vec YAML path, shipped name or dict")
+        if config.get("autoreset", "same_step") not in _AUTORESETS:
+            raise ValueError(f"MarlVecTask autoreset must be one of {list(_AUTORESETS)}, got {config['autoreset']!r}")
         source = config["config"]
         if isinstance(source, os.PathLike):
             config["config"] = source = os.fspath(source)
@@ -97,7 +103,8 @@ class MarlVecTask(TaskClass):
         return "continuous_actions" in (self._cfg.env.kwargs or {})
 
     def _env_config(self, num_envs: int, seed: int | None, continuous_actions: bool | None) -> Config:
-        overrides: dict[str, Any] = {"vec.num_envs": num_envs, "vec.autoreset": "same_step"}
+        overrides: dict[str, Any] = {"vec.num_envs": num_envs,
+                                     "vec.autoreset": self.config.get("autoreset", "same_step")}
         if seed is not None:
             overrides["vec.env_seed"] = seed
         if "backend" in self.config:
