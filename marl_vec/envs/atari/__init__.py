@@ -47,6 +47,7 @@ from marl_vec.envs.atari.engine import (
     make_ale_vector_atari,
 )
 from marl_vec.envs.atari.chain import PREPROCESS_DEFAULTS, Preprocessing, ale_rom_dir, atari_gym_env
+from marl_vec.envs.atari import envpool_engine  # noqa: F401  (registers the envpool engine kind)
 from marl_vec.envs.atari.multiplayer import MultiAgentAtariAdapter, parallel_atari_env
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import require

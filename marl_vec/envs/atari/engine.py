@@ -223,13 +223,15 @@ class EngineConfig:
         )
 
 
+# Engine kind -> (engine class, its group stepper). ale_vector is registered below;
+# envpool by marl_vec.envs.atari.envpool_engine, which the package imports (so this
+# module, its base, never imports it back).
+ENGINE_KINDS: dict[str, tuple[Any, Any]] = {}
+
+
 def make_engine(config: EngineConfig, k: int) -> Any:
     """The engine of a group of ``k`` slots: :class:`AleEngine` or an EnvPool one."""
-    if config.kind == "envpool":
-        from marl_vec.envs.atari.envpool_engine import EnvPoolEngine
-
-        return EnvPoolEngine(config, k)
-    return AleEngine(config, k)
+    return ENGINE_KINDS[config.kind][0](config, k)
 
 
 class AleEngine:
@@ -405,11 +407,7 @@ class AleVectorAtariAdapter(MultiAgentEnv):
 
 def stepper_class(config: EngineConfig) -> type[EngineStepper]:
     """The group stepper of an engine kind."""
-    if config.kind == "envpool":
-        from marl_vec.envs.atari.envpool_engine import EnvPoolStepper
-
-        return EnvPoolStepper
-    return AleVectorStepper
+    return ENGINE_KINDS[config.kind][1]
 
 
 class EngineStepper(GroupStepper):
@@ -588,3 +586,6 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "a
         if config.kind == "envpool" and envpool_task(game) not in envpool.list_all_envs():
             raise ValueError(f"EnvPool has no Atari game {envpool_task(game)!r} for {env_id!r}; use engine: ale_vector or python")
     return AleVectorAtariAdapter(config, fallback=fallback)
+
+
+ENGINE_KINDS["ale_vector"] = (AleEngine, AleVectorStepper)

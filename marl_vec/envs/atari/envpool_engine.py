@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.engine import EngineConfig, EngineStepper
+from marl_vec.envs.atari.engine import ENGINE_KINDS, EngineConfig, EngineStepper
 from marl_vec.envs.base import MultiAgentEnv
 
 # EnvPool's raw calls take and return arrays by these names (EnvPool 1.2).
@@ -214,3 +214,6 @@ class EnvPoolStepper(EngineStepper):
         if np.count_nonzero(done):
             engine.reset_ended(done)
         infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
+
+
+ENGINE_KINDS["envpool"] = (EnvPoolEngine, EnvPoolStepper)
