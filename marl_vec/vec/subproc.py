@@ -9,10 +9,11 @@ the non-empty infos of its block.
 Start method: ``fork`` on Linux by default. Workers start in milliseconds,
 share the parent's imported libraries copy-on-write (a lower memory footprint
 for the whole process tree) and take any env_fn, lambdas included. When the
-parent already runs other threads, Python's or a native library's (EnvPool's
-and ale-py's engines, Ray's driver, PyTorch's pools), forking can deadlock on a
-lock held by one of them or abort in the child (seen with EnvPool's threads),
-so the default is then ``forkserver``; where fork does not exist
+parent already runs other Python threads, forking can deadlock on a lock held
+by one of them, so the default is then ``forkserver``. Native threads are not
+counted (numpy's BLAS pool is always there, and forks safely); but a parent
+that holds an EnvPool engine (``engine: envpool`` in this process) must pass
+``start_method="forkserver"``: a forked worker can abort on EnvPool's threads; where fork does not exist
 or is unsafe (macOS, Windows) it is ``spawn``. Under spawn and forkserver the
 env_fns are sent with cloudpickle.
 
@@ -62,19 +63,11 @@ _CLOSE = pickle.dumps(("close",))
 START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at least)
 
 
-def _threads_running() -> int:
-    """Threads of this process, native ones included (Python's count misses C++ pools)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
-
-
 def default_start_method() -> str:
     """``fork`` on Linux (``forkserver`` if other threads run), else ``spawn``."""
     methods = mp.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods:
-        if _threads_running() > 1 and "forkserver" in methods:
+        if threading.active_count() > 1 and "forkserver" in methods:
             return "forkserver"
         return "fork"
     return "spawn"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import struct
 import traceback
 from array import array
 from typing import Any, Sequence
@@ -250,11 +251,25 @@ def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int]) -> No
         infos = group.step()
     except Exception as exc:
         error = encode_error(exc)
-        for _ in local_ids:
-            send(error)
+        _send_together(send, [error] * len(local_ids))
         return
-    for j in local_ids:
-        send(OK_EMPTY if not infos[j] else encode_ok(infos[j]))
+    _send_together(send, [OK_EMPTY if not infos[j] else encode_ok(infos[j]) for j in local_ids])
+
+
+def _send_together(send: Any, messages: list[bytes]) -> None:
+    """Send a whole block's answers in one write, so that the trainer reads them in one
+    piece and its batch is the block (answered one by one, another block's answers could
+    slip in between and mix the batch). ``send`` is a Connection's ``send_bytes``: the
+    frames are multiprocessing's (a 4-byte big-endian length, then the bytes)."""
+    conn = getattr(send, "__self__", None)
+    if conn is None or not hasattr(conn, "fileno") or any(len(m) >= 0x7FFFFFFF for m in messages):
+        for message in messages:
+            send(message)
+        return
+    data = memoryview(b"".join(struct.pack("!i", len(m)) + m for m in messages))
+    fd = conn.fileno()
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def _command(group: Any, command: str, args: list) -> Any:
