@@ -357,6 +357,30 @@ def pool_cpu_report(title: str, cases: list[Candidate], steps: int) -> list[str]
     return out
 
 
+def worker_busy(candidate: Candidate, seconds: float) -> float:
+    """The mean fraction of wall time the candidate's workers spend on a CPU.
+
+    What bounds the pool's gain when the trainer costs nothing (Football): the pool
+    can only fill the time the synchronous workers wait (for the slowest env of the
+    other worker, for the next command), so on idle cores the pool / sync ratio is
+    at most about pool busy / sync busy.
+    """
+    import psutil
+
+    run = candidate.setup()
+    run(10)
+    workers = psutil.Process().children()  # the workers (and the resource tracker, which idles)
+    before = [_cpu(p) for p in workers]
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run(5)
+    wall = time.perf_counter() - start
+    busy = sorted(((_cpu(p) - b) / wall for p, b in zip(workers, before)), reverse=True)
+    if candidate.teardown:
+        candidate.teardown()
+    return sum(busy[:2]) / 2  # the two workers: the busiest two children
+
+
 def pool(seconds: float, lines: list[str]) -> None:
     """The async pool (send/recv) against synchronous steps when the policy costs as much
     as the step: mpe2 simple_spread x 16, 2 workers, batches of 8."""
@@ -390,6 +414,12 @@ def pool(seconds: float, lines: list[str]) -> None:
     measure(cases, n, seconds)
     lines += report(f"async pool: Football academy_3_vs_1_with_keeper x {n}, 2 workers, no policy cost, "
                     f"load {os.getloadavg()[0]:.2f}", cases, baseline="SubprocVecEnv sync")
+    sync_busy, pool_busy = (worker_busy(case, max(2.0, seconds)) for case in pool_candidates(football, batch, cost, actions))
+    out = (f"async pool: Football: workers on a CPU {sync_busy:.0%} of the time in sync steps, {pool_busy:.0%} in "
+           f"the pool, so the pool's ceiling here is about {pool_busy / sync_busy:.2f}x "
+           f"(load {os.getloadavg()[0]:.2f})")
+    print(out, flush=True)
+    lines.append(out)
 
 
 class _AtariMaker:

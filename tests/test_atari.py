@@ -70,7 +70,7 @@ def test_raw_pong_equals_sync_vector_env():
 
 def test_preprocessed_pong_equals_gymnasium_chain_next_step():
     actions = np.random.default_rng(2).integers(0, 6, size=(2 * LIMIT + 5, E))
-    fns = [lambda: make_atari("ALE/Pong-v5", preprocess=True, clip_rewards=False, max_episode_steps=LIMIT)] * E
+    fns = [lambda: make_atari("ALE/Pong-v5", preprocess=True, engine="python", clip_rewards=False, max_episode_steps=LIMIT)] * E
     venv = mv.DummyVecEnv(fns, autoreset="next_step")
     sync = gym.vector.SyncVectorEnv(
         [lambda: reference_preprocessed(max_episode_steps=LIMIT)] * E, autoreset_mode=GymAutoreset.NEXT_STEP
@@ -86,7 +86,7 @@ def test_preprocessed_pong_equals_gymnasium_chain_next_step():
 
 def test_reward_clipping_keeps_raw_score():
     # Breakout scores 1, 4 or 7 per brick; clipped rewards are the sign, the score is raw.
-    env_kwargs = dict(preprocess=True, repeat_action_probability=0.0, max_episode_steps=400)
+    env_kwargs = dict(preprocess=True, engine="python", repeat_action_probability=0.0, max_episode_steps=400)
     venv = mv.DummyVecEnv([lambda: make_atari("ALE/Breakout-v5", **env_kwargs)] * 2, env_seed=0)
     ref = [reference_preprocessed("ALE/Breakout-v5", repeat_action_probability=0.0, max_episode_steps=400) for _ in range(2)]
     venv.reset()
@@ -121,8 +121,9 @@ def test_reward_clipping_keeps_raw_score():
         ({"obs_type": "ram"}, (128,)),
     ],
 )
-def test_preprocessing_shapes_and_dtypes(kwargs, shape):
-    venv = mv.DummyVecEnv([lambda: make_atari("ALE/Breakout-v5", **kwargs)] * 2)
+@pytest.mark.parametrize("engine", ["python", "auto"])
+def test_preprocessing_shapes_and_dtypes(kwargs, shape, engine):
+    venv = mv.DummyVecEnv([lambda: make_atari("ALE/Breakout-v5", engine=engine, **kwargs)] * 2)
     assert venv.spec.obs_shape == shape and venv.spec.obs_dtype == np.uint8
     r = venv.reset()
     assert r.obs.shape == (2, 1, *shape) and r.obs.dtype == np.uint8 and r.state.dtype == np.uint8
@@ -159,8 +160,11 @@ def test_config_files_build():
 
 
 def test_registry_family_and_episode_limit():
-    env = make_env("atari", "ALE/Pong-v5", preprocess=True, max_episode_steps=1000)
+    env = make_env("atari", "ALE/Pong-v5", preprocess=True, engine="python", max_episode_steps=1000)
     assert isinstance(env, AtariAdapter) and env.spec.snapshots and env.spec.episode_limit == 1000
+    default = make_env("atari", "ALE/Pong-v5", preprocess=True, max_episode_steps=1000)
+    assert type(default).__name__ == "AleVectorAtariAdapter" and default.config.kind == "ale_vector"  # auto
+    assert default.spec.episode_limit == 1000 and default.spec.snapshots  # fast mode: on the python path
     assert make_env("atari", "ALE/Pong-v5", max_episode_steps=7).spec.episode_limit == 7
     assert make_env("atari", "ALE/Pong-v5").spec.episode_limit == 27000  # 108000 frames, 4 per step
     env.close()

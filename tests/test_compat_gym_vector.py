@@ -85,7 +85,7 @@ def test_preprocessed_pong_equals_sync_vector_env(mode):
         env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
         return gym.wrappers.TimeLimit(gym.wrappers.FrameStackObservation(env, 4), 20)
 
-    ours = [lambda: make_atari("ALE/Pong-v5", preprocess=True, clip_rewards=False, max_episode_steps=20)] * 3
+    ours = [lambda: make_atari("ALE/Pong-v5", preprocess=True, engine="python", clip_rewards=False, max_episode_steps=20)] * 3
     actions = np.random.default_rng(1).integers(0, 6, size=(45, 3))
     # The same env_fns on both sides would be simpler, but the point is our adapter vs gymnasium's chain.
     ours_env = GymVectorEnv(mv.DummyVecEnv(ours, autoreset=mode))

@@ -207,7 +207,8 @@ class SubprocVecEnv(AsyncPool, VecEnv):
             self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
             single = self._collect("start", range(num_workers), start_timeout)  # steps single envs?
             self._pool_set_whole([w for w in range(num_workers) if not single[w]],
-                                 "these envs' engine steps a worker's whole block in one call")
+                                 "these envs' engine steps a worker's whole block in one call (Atari: engine: python "
+                                 "steps single envs)")
         except BaseException:
             self._finalizer()
             raise

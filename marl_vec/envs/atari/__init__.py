@@ -53,7 +53,7 @@ from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import require
 
 
-def make_atari(env_id: str, preprocess: bool = False, engine: str = "python", **kwargs: Any) -> MultiAgentEnv:
+def make_atari(env_id: str, preprocess: bool = False, engine: str = "auto", **kwargs: Any) -> MultiAgentEnv:
     """The ``atari`` family.
 
     Args:
@@ -62,13 +62,14 @@ def make_atari(env_id: str, preprocess: bool = False, engine: str = "python", **
         preprocess: apply the standard preprocessing; its options (``noop_max``,
             ``frame_skip``, ``screen_size``, ``grayscale``, ``frame_stack``,
             ``terminal_on_life_loss``, ``clip_rewards``) default to :data:`PREPROCESS_DEFAULTS`.
-        engine: ``python`` (gymnasium's chain, stepped env by env), ``ale_vector``
-            (ale-py's C++ ``AtariVectorEnv``: a group stepped in one native call, see
-            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), ``envpool``
-            (EnvPool's Atari, the same way; ``pip install 'marl_vec[envpool]'``), or
-            ``auto`` (the fastest that takes the options: ``envpool`` when installed, else
-            ``ale_vector``, else python; in a group whose autoreset mode the engine cannot
-            serve, ``next_step``, ``one_episode``, ``fast``, the envs run on the python path).
+        engine: ``auto`` (the default: the fastest that takes the options, ``ale_vector``,
+            else python; in a group whose autoreset mode the engine cannot serve,
+            ``next_step``, ``one_episode``, ``fast``, the envs run on the python path),
+            ``python`` (gymnasium's chain, stepped env by env: frames and random streams
+            bit-equal to gymnasium's ``AtariPreprocessing``), ``ale_vector`` (ale-py's C++
+            ``AtariVectorEnv``: a group stepped in one native call, see
+            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), or
+            ``envpool`` (EnvPool's Atari, the same way; ``pip install 'marl_vec[envpool]'``).
         kwargs: the rest goes to ``gymnasium.make`` or the PettingZoo game
             (``repeat_action_probability``, ``full_action_space``, ``num_players``, ``max_cycles``, ...).
     """

@@ -98,22 +98,18 @@ def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, A
 
 
 def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str:
-    """``engine: auto``'s choice: ``envpool`` where it is installed and takes the options
-    (``noop_max >= 1``, a game it has), else ``ale_vector`` where that takes them, else ``python``.
+    """``engine: auto``'s choice (the default): ``ale_vector`` where it takes the options, else ``python``.
+
+    ``envpool`` is never chosen: through a VecEnv, ale-py's engine steps faster
+    (it autoresets within its threaded step, where EnvPool needs a partial reset
+    after it; see README "Engines"), it ships with ale-py, our Atari dependency, so
+    the choice does not depend on what else is installed, and it reseeds single envs.
 
     The autoreset mode is the group's, unknown here: an engine adapter made by ``auto``
     falls back to the python path in a group whose mode the engine cannot serve."""
-    import importlib.util
-
     if engine_unsupported_reason(env_id, preprocess, kwargs) is not None:
         return "python"
-    if importlib.util.find_spec("envpool") is None:
-        return "ale_vector"
-    opts = Preprocessing.from_kwargs(True, dict(kwargs))
-    game = _game_of(env_id)
-    if opts is None or opts.noop_max < 1 or game is None or envpool_task(game[0]) not in _envpool_games():
-        return "ale_vector"
-    return "envpool"
+    return "ale_vector"
 
 
 @functools.lru_cache(maxsize=None)
@@ -251,8 +247,10 @@ class AleEngine:
         # The frame stacks live here, not in the buffer rows: a caller writing into a
         # copy=False result cannot corrupt the next observation. (ale-py pads a reset
         # stack with zeros, the python path with the reset frame: the engine gives single frames.)
-        self.stack = np.zeros((k, opts.frame_stack, *frame), dtype=np.uint8)
-        self.stack_obs = self.stack.reshape((k, *opts.obs_shape()))  # a view: drops a stack axis of 1
+        # A ring: each step writes one frame per slot at ``newest`` instead of shifting the
+        # whole stack (a shift of overlapping memory costs numpy a temporary copy).
+        self.ring = np.zeros((k, opts.frame_stack, *frame), dtype=np.uint8)
+        self.newest = opts.frame_stack - 1  # the ring position of every slot's newest frame
         self.reset_frame = np.zeros((k, *frame), dtype=np.uint8)  # an ended slot's reset frame
         self.has_reset_frame = np.zeros(k, dtype=bool)
         self.paddle = np.ones(k, dtype=np.float32)
@@ -262,12 +260,12 @@ class AleEngine:
         """Write slot's reset observation into ``out``: from the frame the engine's
         autoreset made when the slot just ended and no seed is given, else from a
         native reset. The stack is padded with the reset frame."""
-        stack = self.stack[slot]
+        ring = self.ring[slot]
         if seed is None and self.has_reset_frame[slot]:
-            stack[...] = self.reset_frame[slot]
+            ring[...] = self.reset_frame[slot]
         else:
-            stack[...] = self._native_reset(slot, seed)
-        out[...] = self.stack_obs[slot]
+            ring[...] = self._native_reset(slot, seed)
+        out[...] = ring.reshape(out.shape)  # every frame is the reset frame: the ring's order does not matter
         self.has_reset_frame[slot] = False
         self.score[slot] = 0.0
         self.elapsed[slot] = 0
@@ -500,6 +498,9 @@ class AleVectorStepper(EngineStepper):
         self._action_buffer = np.zeros(engine.k, dtype=np.int32)
         self._done = np.zeros(engine.k, dtype=bool)
         self._at_limit = np.zeros(engine.k, dtype=bool)
+        self._stack_size = engine.config.opts.frame_stack
+        self._obs_stack = self._obs.reshape(engine.ring.shape)  # the rows with the stack axis
+        assert np.shares_memory(self._obs_stack, self._obs), "the rows' stack view must not be a copy"
 
     def step_group(self, infos: list[dict[str, Any]]) -> None:
         engine = self.engine
@@ -507,9 +508,9 @@ class AleVectorStepper(EngineStepper):
         np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
         self._send(actions, engine.paddle)
         obs, reward, terminated, truncated, info = self._recv()
-        frames, stack = obs[:, 0], engine.stack
-        stack[:, :-1] = stack[:, 1:]  # numpy buffers the overlapping shift
-        stack[:, -1] = frames
+        frames, ring = obs[:, 0], engine.ring
+        newest = engine.newest = (engine.newest + 1) % self._stack_size
+        ring[:, newest] = frames
         engine.score += reward
         if self._clip:
             np.sign(reward, out=self._reward, casting="unsafe")
@@ -529,8 +530,11 @@ class AleVectorStepper(EngineStepper):
             ended = np.flatnonzero(done)
             engine.reset_frame[ended] = frames[ended]
             engine.has_reset_frame[ended] = True
-            stack[ended, -1] = info["final_obs"][ended, 0]  # the step's frame; the reset one waits for reset()
-        self._obs[...] = engine.stack_obs
+            ring[ended, newest] = info["final_obs"][ended, 0]  # the step's frame; the reset one waits for reset()
+        # Oldest frame first: the ring after the newest, then the ring up to it.
+        older = self._stack_size - 1 - newest
+        self._obs_stack[:, :older] = ring[:, newest + 1:]
+        self._obs_stack[:, older:] = ring[:, :newest + 1]
         infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
 
 
