@@ -54,7 +54,7 @@ from marl_vec.vec.base import VecEnv, parse_reward_dtype
 from marl_vec.vec.pool import AsyncPool, _EnvFailed
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.worker import STEP, ObjectReply, encode_pool_step
+from marl_vec.vec.worker import STEP, ObjectReply
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
@@ -592,7 +592,7 @@ class RayVecEnv(AsyncPool, VecEnv):
             self._send(w, "step", (self._act[w],))
             return
         try:  # the worker protocol's pool step; its answers are read by _pool_answer, not the Link
-            link.conn.send_bytes(encode_pool_step(local_ids))
+            link.conn.send_bytes(self._pool_step_command(w, local_ids))
         except OSError:  # the actor is gone: its link reads end of file
             pass
 
