@@ -254,6 +254,15 @@ class BatchBuffers:
         for name, values in zip(names, rows):
             self._arrays[name][start:start + len(values)] = values
 
+    def object_rows_of(self, rows: list[int], names: list[str]) -> list[np.ndarray]:
+        """As :meth:`object_rows`, for the rows ``rows`` (in that order; the async pool's envs)."""
+        return [self._arrays[name][rows] for name in names]
+
+    def write_object_rows_of(self, rows: list[int], names: list[str], values: list[np.ndarray]) -> None:
+        """Put rows that :meth:`object_rows_of` gave into rows ``rows``."""
+        for name, array in zip(names, values):
+            self._arrays[name][rows] = array
+
     def arrays(self) -> Iterator[tuple[str, np.ndarray]]:
         yield from self._arrays.items()
 

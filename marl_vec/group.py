@@ -473,14 +473,21 @@ class EnvGroup:
 
     # -- object leaves (Text, Graph, ... spaces): not in shared memory -------------
 
-    def object_rows(self) -> list[np.ndarray]:
-        """This group's rows of the batch's object arrays (observations, final
-        observations), for the process that holds the caller's side of the batch."""
+    def object_rows(self, local_ids: Sequence[int] | None = None) -> list[np.ndarray]:
+        """This group's rows (those of ``local_ids``: one env's, for the async pool) of the
+        batch's object arrays (observations, final observations), for the process that
+        holds the caller's side of the batch."""
         buffers = self.buffers
+        if local_ids is not None:
+            return buffers.object_rows_of([self._first + j for j in local_ids], buffers.object_fields)
         return buffers.object_rows(self._first, self._last, buffers.object_fields)
 
-    def write_object_actions(self, rows: list[np.ndarray]) -> None:
-        """Put this group's rows of object actions, sent with a step, into its buffers."""
+    def write_object_actions(self, rows: list[np.ndarray], local_ids: Sequence[int] | None = None) -> None:
+        """Put this group's rows (those of ``local_ids``) of object actions, sent with a step,
+        into its buffers."""
+        if local_ids is not None:
+            self.buffers.write_object_rows_of([self._first + j for j in local_ids], self.buffers.object_actions, rows)
+            return
         self.buffers.write_object_rows(self._first, self.buffers.object_actions, rows)
 
     # -- the rest -------------------------------------------------------------

@@ -55,8 +55,25 @@ class DiscreteAction:
         return gym.spaces.Discrete(self.n_actions, start=self.start)
 
 
+class _UnmaskedAction:
+    """What the action kinds without Discrete's mask share: not ``discrete``, no
+    ``n_actions``, and (unless a kind says otherwise) no row of ``avail_actions``."""
+
+    @property
+    def discrete(self) -> bool:
+        return False
+
+    @property
+    def n_actions(self) -> None:
+        return None
+
+    @property
+    def mask_shape(self) -> tuple[int, ...] | None:
+        return None
+
+
 @dataclass(frozen=True)
-class ContinuousAction:
+class ContinuousAction(_UnmaskedAction):
     """Each agent gives a float vector of ``shape`` within ``[low, high]``.
 
     Agents with different Box spaces are padded to the largest: ``agent_shapes``
@@ -69,18 +86,6 @@ class ContinuousAction:
     high: np.ndarray
     dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
     agent_shapes: tuple[tuple[int, ...], ...] | None = None
-
-    @property
-    def discrete(self) -> bool:
-        return False
-
-    @property
-    def n_actions(self) -> None:
-        return None
-
-    @property
-    def mask_shape(self) -> None:
-        return None
 
     @property
     def padded(self) -> bool:
@@ -113,7 +118,7 @@ class ContinuousAction:
 
 
 @dataclass(frozen=True)
-class MultiDiscreteAction:
+class MultiDiscreteAction(_UnmaskedAction):
     """Each agent gives ``len(nvec)`` integers, component c in ``[start[c], start[c] + nvec[c])``.
 
     ``avail_actions`` per agent is ``(len(nvec), max(nvec))``: entry ``[c, k]`` says
@@ -131,14 +136,6 @@ class MultiDiscreteAction:
     grid: tuple[int, ...] | None = None
 
     @property
-    def discrete(self) -> bool:
-        return False
-
-    @property
-    def n_actions(self) -> None:
-        return None
-
-    @property
     def shape(self) -> tuple[int, ...]:
         return (len(self.nvec),) if self.grid is None else self.grid
 
@@ -152,43 +149,23 @@ class MultiDiscreteAction:
 
 
 @dataclass(frozen=True)
-class MultiBinaryAction:
+class MultiBinaryAction(_UnmaskedAction):
     """Each agent gives an array of ``shape`` of 0s and 1s (gymnasium's MultiBinary)."""
 
     shape: tuple[int, ...]
     dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int8))
-
-    @property
-    def discrete(self) -> bool:
-        return False
-
-    @property
-    def n_actions(self) -> None:
-        return None
-
-    @property
-    def mask_shape(self) -> None:
-        return None
 
     def space(self) -> gym.spaces.MultiBinary:
         return gym.spaces.MultiBinary(list(self.shape))
 
 
 @dataclass(frozen=True)
-class ObjectAction:
+class ObjectAction(_UnmaskedAction):
     """Each agent gives one value of a space without a fixed shape (Text, Graph,
     Sequence, OneOf, a custom ``Space``): the action buffer is an ``(E, A)`` object
     array holding the values as given (see :mod:`marl_vec.spaces`)."""
 
     space_: gym.Space = field(hash=False)
-
-    @property
-    def discrete(self) -> bool:
-        return False
-
-    @property
-    def n_actions(self) -> None:
-        return None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -197,10 +174,6 @@ class ObjectAction:
     @property
     def dtype(self) -> np.dtype:
         return spaces.OBJECT
-
-    @property
-    def mask_shape(self) -> None:
-        return None
 
     def space(self) -> gym.Space:
         return self.space_
@@ -216,7 +189,7 @@ LeafAction = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiB
 
 
 @dataclass(frozen=True)
-class TreeAction:
+class TreeAction(_UnmaskedAction):
     """Each agent gives a dict / tuple of actions, as gymnasium's Dict / Tuple action
     spaces take them: ``leaves`` holds each leaf's path and spec (no masks).
 
@@ -227,14 +200,6 @@ class TreeAction:
     leaves: tuple[tuple[spaces.Path, LeafAction], ...] = field(hash=False)
 
     @property
-    def discrete(self) -> bool:
-        return False
-
-    @property
-    def n_actions(self) -> None:
-        return None
-
-    @property
     def shape(self) -> tuple[int, ...]:
         """Leaves have their own shapes (``leaves``); the tree itself has none."""
         return ()
@@ -242,10 +207,6 @@ class TreeAction:
     @property
     def dtype(self) -> np.dtype:
         return spaces.flat_shape_dtype(self.tree)[1]
-
-    @property
-    def mask_shape(self) -> None:
-        return None
 
     def space(self) -> gym.Space:
         return self.tree

@@ -2,7 +2,9 @@
 
 Each check takes the ``(E, A, *shape)`` actions of one leaf, the ``(E, A)``
 agent mask (dead agents' actions are ignored) and raises ``ValueError`` naming
-the env, the agent, the action and what is allowed. VecEnv keeps its own
+the env, the agent, the action and what is allowed. ``env_ids`` names the envs of
+the rows when they are not ``0..E-1`` (the async pool's ``send`` checks only the
+rows of the envs it sends). VecEnv keeps its own
 allocation-free fast path for plain Discrete actions and uses these for the
 rest, and for every leaf of Dict/Tuple action spaces.
 
@@ -69,24 +71,30 @@ class LeafCheck:
             return f"array of shape {action.shape} of 0/1 (MultiBinary)"
         return f"array of shape {action.shape}"
 
-    def _first_bad(self, bad: np.ndarray) -> tuple[int, int, str]:
-        e, a = (int(x) for x in np.argwhere(bad)[0])
-        return e, a, f"for env {e}, agent {self.agent_ids[a]!r}"
+    def _where(self, e: int, a: int, env_ids: Sequence[int] | None) -> str:
+        return f"for env {e if env_ids is None else env_ids[e]}, agent {self.agent_ids[a]!r}"
 
-    def __call__(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None = None) -> None:
+    def _first_bad(self, bad: np.ndarray, env_ids: Sequence[int] | None) -> tuple[int, int, str]:
+        e, a = (int(x) for x in np.argwhere(bad)[0])
+        return e, a, self._where(e, a, env_ids)
+
+    def __call__(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None = None,
+                 env_ids: Sequence[int] | None = None) -> None:
+        """Raise for the first live agent whose action is wrong; row e is env ``env_ids[e]``
+        (None: env e)."""
         action = self.action
         if isinstance(action, ContinuousAction):
-            self._box(actions, mask)
+            self._box(actions, mask, env_ids)
         elif isinstance(action, DiscreteAction):
-            self._discrete(actions, mask, avail)
+            self._discrete(actions, mask, avail, env_ids)
         elif isinstance(action, MultiDiscreteAction):
-            self._multi_discrete(actions, mask, avail)
+            self._multi_discrete(actions, mask, avail, env_ids)
         elif isinstance(action, ObjectAction):
-            self._object(actions, mask)
+            self._object(actions, mask, env_ids)
         else:
-            self._multi_binary(actions, mask)
+            self._multi_binary(actions, mask, env_ids)
 
-    def _box(self, actions: np.ndarray, mask: np.ndarray) -> None:
+    def _box(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
         if actions.dtype.kind not in "fiu":
             raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
         axes = tuple(range(2, actions.ndim))
@@ -95,7 +103,7 @@ class LeafCheck:
             outside &= self.checked
         bad = (outside.any(axis=axes) if axes else outside) & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             low, high, value = self.low[a], self.high[a], actions[e, a]
             agent_shapes = self.action.agent_shapes if isinstance(self.action, ContinuousAction) else None
             if self.checked is not None and agent_shapes is not None:  # show the agent's own part
@@ -106,7 +114,8 @@ class LeafCheck:
                 f"{self.what} {value.tolist()} {where} is outside the action space [{low.tolist()}, {high.tolist()}]"
             )
 
-    def _discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None) -> None:
+    def _discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None,
+                  env_ids: Sequence[int] | None) -> None:
         """Raise for the first live agent whose action is out of range or unavailable."""
         if actions.dtype.kind not in "iu":
             raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
@@ -116,18 +125,19 @@ class LeafCheck:
         index = actions.astype(np.int64) - start  # position in avail_actions
         bad = ((index < 0) | (index >= n)) & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             raise ValueError(f"{self.what} {actions[e, a]} {where} is out of range; allowed: {start}..{start + n - 1}")
         if avail is None:
             return
         chosen = np.take_along_axis(avail, np.clip(index, 0, n - 1)[..., None], axis=2)[..., 0]
         bad = ~chosen & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             allowed = (np.flatnonzero(avail[e, a]) + start).tolist()
             raise ValueError(f"{self.what} {actions[e, a]} {where} is not available; available now: {allowed}")
 
-    def _multi_discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None) -> None:
+    def _multi_discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None,
+                        env_ids: Sequence[int] | None) -> None:
         if actions.dtype.kind not in "iu":
             raise ValueError(f"MultiDiscrete actions must be integers, got dtype {actions.dtype}")
         action = self.action
@@ -136,7 +146,7 @@ class LeafCheck:
         components = tuple(range(2, offset.ndim))  # one axis, or the grid's axes
         bad = ((offset < 0) | (offset >= self.n)).any(axis=components) & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             allowed = ", ".join(f"{s}..{s + n - 1}" for s, n in zip(action.start, action.nvec))
             raise ValueError(
                 f"{self.what} {actions[e, a].tolist()} {where} is out of range; allowed per component"
@@ -147,7 +157,7 @@ class LeafCheck:
         chosen = np.take_along_axis(avail, offset[..., None], axis=-1)[..., 0]  # avail: (E, A, *shape, max_n)
         bad = ~chosen.all(axis=components) & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             c = int(np.flatnonzero(~chosen[e, a].reshape(-1))[0])
             avail = avail.reshape(*avail.shape[:2], -1, avail.shape[-1])
             values = (np.flatnonzero(avail[e, a, c]) + action.start[c]).tolist()
@@ -155,7 +165,7 @@ class LeafCheck:
                 f"{self.what} {actions[e, a].tolist()} {where} is not available: component {c} may now take {values}"
             )
 
-    def _object(self, actions: np.ndarray, mask: np.ndarray) -> None:
+    def _object(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
         """Each live agent's value must be in the space (``space.contains``)."""
         space = self.action.space()
         for e, a in zip(*np.nonzero(mask)):
@@ -165,14 +175,14 @@ class LeafCheck:
             except Exception:  # noqa: BLE001 - a value of the wrong kind may make contains() itself raise
                 inside = False
             if not inside:
-                raise ValueError(f"{self.what} {value!r} for env {e}, agent {self.agent_ids[a]!r} is not in the "
+                raise ValueError(f"{self.what} {value!r} {self._where(int(e), int(a), env_ids)} is not in the "
                                  f"action space {space}")
 
-    def _multi_binary(self, actions: np.ndarray, mask: np.ndarray) -> None:
+    def _multi_binary(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
         if actions.dtype.kind not in "iub":
             raise ValueError(f"MultiBinary actions must be 0/1 integers or bools, got dtype {actions.dtype}")
         E, A = actions.shape[:2]
         bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
         if bad.any():
-            e, a, where = self._first_bad(bad)
+            e, a, where = self._first_bad(bad, env_ids)
             raise ValueError(f"{self.what} {actions[e, a].tolist()} {where} is not binary; allowed: 0 and 1")

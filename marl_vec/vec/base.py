@@ -419,10 +419,13 @@ class VecEnv(ABC):
         # agents' actions were off (those are ignored).
         self._leaf_checks[0][1](actions, mask, self.buffers.avail_actions)
 
-    def _shape_error(self, actions: np.ndarray, shape: tuple[int, ...], check: LeafCheck) -> ValueError:
-        E, A = self.num_envs, self.spec.n_agents
+    def _shape_error(self, actions: np.ndarray, shape: tuple[int, ...], check: LeafCheck,
+                     call: str = "") -> ValueError:
+        """``call``: ``"send() "`` for the async pool, whose actions have a row per sent env."""
+        A = self.spec.n_agents
+        envs = f"len(env_ids)={shape[0]}" if call else f"num_envs={self.num_envs}"
         return ValueError(
-            f"{check.what.replace('action', 'actions', 1)} must have shape {shape} (num_envs={E}, n_agents={A}, "
+            f"{call}{check.what.replace('action', 'actions', 1)} must have shape {shape} ({envs}, n_agents={A}, "
             f"one {check.describe()} per agent), got {actions.shape}"
         )
 
@@ -431,15 +434,7 @@ class VecEnv(ABC):
         mask = self.buffers.agent_mask
         arrays = spaces.tree_leaves(self.buffers.actions)
         for (path, check), buf in zip(self._leaf_checks, arrays):
-            value: Any = actions
-            for key in path:
-                try:
-                    value = value[key]
-                except (KeyError, IndexError, TypeError):
-                    raise ValueError(
-                        f"actions must be a tree like the action space {self.spec.action_space}: "
-                        f"{leaf_label(path)} is missing"
-                    ) from None
+            value = self._action_leaf(actions, path)
             value = as_object_array(value, buf.shape) if buf.dtype.hasobject else np.asarray(value)
             if value.shape != buf.shape:
                 raise self._shape_error(value, buf.shape, check)
@@ -450,6 +445,43 @@ class VecEnv(ABC):
             for key in path:
                 value = value[key]
             buf[...] = as_object_array(value, buf.shape) if buf.dtype.hasobject else value
+
+    def _action_leaf(self, actions: Any, path: spaces.Path) -> Any:
+        """The leaf at ``path`` of a tree of actions (Dict/Tuple action spaces)."""
+        value: Any = actions
+        for key in path:
+            try:
+                value = value[key]
+            except (KeyError, IndexError, TypeError):
+                raise ValueError(
+                    f"actions must be a tree like the action space {self.spec.action_space}: "
+                    f"{leaf_label(path)} is missing"
+                ) from None
+        return value
+
+    def _write_action_rows(self, actions: Any, env_ids: list[int]) -> None:
+        """The async pool's ``send()``: as :meth:`_write_actions`, over the rows of
+        ``env_ids`` only (row k of ``actions`` is env ``env_ids[k]``): every action form
+        ``step()`` takes (arrays, object values, Dict/Tuple trees), the same checks and
+        messages, naming the envs. The other rows are not read: their workers may be
+        writing them now. Nothing is written unless every leaf is valid.
+        """
+        buf = self.buffers
+        tree = isinstance(self._action, TreeAction)
+        mask = buf.agent_mask[env_ids]
+        avail = None if tree or buf.avail_actions is None else buf.avail_actions[env_ids]
+        checked: list[tuple[np.ndarray, np.ndarray]] = []
+        for (path, check), leaf in zip(self._leaf_checks, spaces.tree_leaves(buf.actions)):
+            value = self._action_leaf(actions, path) if tree else actions
+            shape = (len(env_ids), *leaf.shape[1:])
+            value = as_object_array(value, shape) if leaf.dtype.hasobject else np.asarray(value)
+            if value.shape != shape:
+                raise self._shape_error(value, shape, check, "send() ")
+            if self.validate:
+                check(value, mask, avail, env_ids)
+            checked.append((leaf, value))
+        for leaf, value in checked:
+            leaf[env_ids] = value
 
     def _all_available(self, actions: np.ndarray) -> bool:
         """The common case, checked without allocating: every action in range and available.

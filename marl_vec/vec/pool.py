@@ -21,8 +21,9 @@ Contract:
   batch stay ready for the next ``recv()``.
 - ``send(actions, env_ids)`` steps envs that ``recv()`` returned and that were not sent
   since (any of them, any order; usually the last ``recv()``'s ``env_ids``);
-  ``actions`` has shape ``(len(env_ids), n_agents, ...)``, row k for env ``env_ids[k]``,
-  validated against those envs' own rows. Any other env raises
+  ``actions`` takes every form ``step()`` takes (arrays, object values, Dict/Tuple
+  trees) with a row per sent env, ``(len(env_ids), n_agents, ...)``, row k for env
+  ``env_ids[k]``, validated against those envs' own rows as ``step()`` validates. Any other env raises
   :class:`~marl_vec.errors.PoolNotReadyError` and nothing is sent: no env is stepped
   twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
@@ -49,6 +50,7 @@ Example:
 
 from __future__ import annotations
 
+import copy as copy_module
 import os
 import signal
 import struct
@@ -59,9 +61,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from marl_vec import spaces
 from marl_vec.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
-from marl_vec.vec.worker import decode
+from marl_vec.vec.worker import ObjectReply, decode, encode_pool_step
 
 _LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
 _SIGNALS = signal.valid_signals()
@@ -180,9 +183,7 @@ class AsyncPool:
         owed = self._pool_owed
         if not ids or len(set(ids)) != len(ids) or not owed.issuperset(ids):
             raise PoolNotReadyError(self._pool_refusal(ids))
-        actions = np.asarray(actions)
-        self._pool_validate(actions, ids)
-        self.buffers.actions[ids] = actions
+        self._write_action_rows(actions, ids)
         owed.difference_update(ids)
         owner, blocks = self._pool_owner, self._pool_blocks
         per_worker: dict[int, list[int]] = {}
@@ -201,6 +202,15 @@ class AsyncPool:
             self._pool_in_flight += len(envs)
             start = blocks[w][0]
             self._pool_go(w, [i - start for i in envs])
+
+    def _pool_step_command(self, w: int, local_ids: list[int]) -> bytes:
+        """The worker protocol's pool step of worker w's envs ``local_ids``, with their
+        object actions when the action space has object leaves (never in shared memory)."""
+        names = self.buffers.object_actions
+        if not names:
+            return encode_pool_step(local_ids)
+        start = self._pool_blocks[w][0]
+        return encode_pool_step(local_ids, self.buffers.object_rows_of([start + j for j in local_ids], names))
 
     def _pool_refusal(self, ids: list[int]) -> str:
         """Why send() refuses ``ids``: the first env it may not step, and the ones it may."""
@@ -243,12 +253,22 @@ class AsyncPool:
         pop = self._pool_infos.pop
         infos: list[dict[str, Any]] = [pop(i, None) or {} for i in ids_list] if self._pool_infos else [{} for _ in ids_list]
         buf = self.buffers
-        final = (buf.final_obs[ids], buf.final_state[ids],
-                 None if buf.final_avail_actions is None else buf.final_avail_actions[ids])
-        avail = buf.avail_actions
+        avail, final_avail = buf.avail_actions, buf.final_avail_actions
+        if self._obs_is_tree or self._objects_out:  # trees leaf by leaf; object values copied deeply
+            def take(array: np.ndarray) -> np.ndarray:
+                rows = array[ids]
+                return copy_module.deepcopy(rows) if rows.dtype.hasobject and self.copy else rows
+
+            def rows_of(tree: Any) -> Any:
+                return None if tree is None else spaces.tree_map(take, tree)
+        else:
+            def rows_of(tree: Any) -> Any:
+                return None if tree is None else tree[ids]
         return PoolStepResult(
-            buf.obs[ids], buf.state[ids], None if avail is None else avail[ids], buf.agent_mask[ids],
-            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], buf.done[ids], infos, *final, env_ids=ids,
+            rows_of(buf.obs), rows_of(buf.state), None if avail is None else avail[ids], buf.agent_mask[ids],
+            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], buf.done[ids], infos,
+            rows_of(buf.final_obs), rows_of(buf.final_state), None if final_avail is None else final_avail[ids],
+            env_ids=ids,
         )
 
     def _pool_shortage(self) -> str:
@@ -285,10 +305,14 @@ class AsyncPool:
             if errors:
                 raise errors[0]
 
-    def _pool_complete(self, w: int, info: dict | None) -> None:
-        """Worker w finished the next env of its flight (its rows are in the buffers)."""
+    def _pool_complete(self, w: int, info: dict | ObjectReply | None) -> None:
+        """Worker w finished the next env of its flight (its rows are in the buffers, but
+        for object leaves, which come in an :class:`ObjectReply` with its info)."""
         env = self._pool_flying[w].popleft()
         self._pool_in_flight -= 1
+        if isinstance(info, ObjectReply):  # the env's rows of the object leaves (never in shared memory)
+            self._pool_write_objects(env, info.rows)
+            info = info.payload
         if self._pool_restarted and env in self._pool_restarted:
             info = {**(info or {}), **self._pool_restarted.pop(env)}
         if info:
@@ -296,6 +320,23 @@ class AsyncPool:
             if "episode" in info and self.buffers.done[env]:
                 self.statistics.add((info["episode"],))
         self._pool_ready.append(env)
+
+    def _pool_write_objects(self, env: int, rows: list[np.ndarray]) -> None:
+        """Put env's rows of the object leaves, from its answer, into the buffers.
+
+        An env whose process replaced a dead one restarts, and the episode it ends has as
+        ``final_*`` the rows the caller last saw; for object leaves only this process holds
+        those (the new process never had them), so they are kept from here.
+        """
+        buf = self.buffers
+        names = buf.object_fields
+        seen: list[np.ndarray] | None = None
+        if env in self._pool_restarted:
+            current = [name for name in names if "final_" + name in names]
+            seen = buf.object_rows_of([env], current)
+        buf.write_object_rows(env, names, rows)
+        if seen is not None:
+            buf.write_object_rows(env, ["final_" + name for name in current], seen)
 
     def _pool_read(self, w: int, fd: int, error_of: Any) -> bool:
         """Read every answer worker w has sent over pipe ``fd`` (one per finished env, in its
@@ -353,46 +394,6 @@ class AsyncPool:
         env = self._pool_flying[w].popleft()
         self._pool_in_flight -= 1
         self._pool_failed.add(env)
-
-    def _pool_validate(self, actions: np.ndarray, ids: list[int]) -> None:
-        """As the synchronous validation, over the rows of ``ids`` only (the others may be
-        written by their workers at this moment)."""
-        spec = self.spec
-        shape = (len(ids), spec.n_agents, *spec.action_shape)
-        if actions.shape != shape:
-            raise ValueError(
-                f"send() actions must have shape {shape} (len(env_ids)={len(ids)}, n_agents={spec.n_agents}, "
-                f"action shape {spec.action_shape}), got {actions.shape}"
-            )
-        if not self.validate:
-            return
-        mask = self.buffers.agent_mask[ids]
-        if spec.discrete:
-            if actions.dtype.kind not in "iu":
-                raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
-            n = self._n_actions
-            bad = ((actions < 0) | (actions >= n)) & mask
-            if bad.any():
-                k, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(f"action {actions[k, a]} for env {ids[k]}, agent {self._agent_ids[a]!r} is out of "
-                                 f"range; allowed: 0..{n - 1}")
-            avail = self.buffers.avail_actions[ids]
-            chosen = np.take_along_axis(avail, np.clip(actions, 0, n - 1)[..., None], axis=2)[..., 0]
-            bad = ~chosen & mask
-            if bad.any():
-                k, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(f"action {actions[k, a]} for env {ids[k]}, agent {self._agent_ids[a]!r} is not "
-                                 f"available; available now: {np.flatnonzero(avail[k, a]).tolist()}")
-        else:
-            if actions.dtype.kind not in "fiu":
-                raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
-            axes = tuple(range(2, actions.ndim))
-            outside = (actions < self._low) | (actions > self._high) | ~np.isfinite(actions)
-            bad = (outside.any(axis=axes) if axes else outside) & mask
-            if bad.any():
-                k, a = (int(x) for x in np.argwhere(bad)[0])
-                raise ValueError(f"action {actions[k, a].tolist()} for env {ids[k]}, agent {self._agent_ids[a]!r} "
-                                 f"is outside the action space [{self._low.tolist()}, {self._high.tolist()}]")
 
     # -- what a backend implements -----------------------------------------------
 

@@ -54,7 +54,7 @@ from marl_vec.vec.base import VecEnv, parse_reward_dtype
 from marl_vec.vec.pool import AsyncPool, _EnvFailed
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.worker import STEP, ObjectReply, encode_pool_step
+from marl_vec.vec.worker import STEP, ObjectReply
 
 _CLOSE = pickle.dumps(("close",))
 TRANSPORTS = ("auto", "ray")
@@ -450,13 +450,12 @@ class RayVecEnv(AsyncPool, VecEnv):
             return False
         return True
 
-    def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
-        """Actor w died in a step: start a new one (linked again if it is on this machine);
-        its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
-        ray = ray_module()
+    def _new_actor_for_lost(self, w: int) -> range:
+        """Kill lost actor w, drop its link and start a new, unlinked one over its block
+        (seeded anew: :func:`rebuild_seed`); returns the block."""
         self.actor_restarts[w] += 1
         try:
-            ray.kill(self.actors[w])
+            ray_module().kill(self.actors[w])
         except Exception:  # already gone
             pass
         if self._links[w] is not None:
@@ -465,6 +464,12 @@ class RayVecEnv(AsyncPool, VecEnv):
         block = self.blocks[w]
         self.actors[w] = self._new_actor(w, rebuild_seed(self._env_seed, block.start, self.actor_restarts[w]))
         del self._dead[w]
+        return block
+
+    def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
+        """Actor w died in a step: start a new one (linked again if it is on this machine);
+        its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
+        block = self._new_actor_for_lost(w)
         if self.buffers.shm_name is not None and self._local_actors([w]):
             self._links[w] = self._link(w)
 
@@ -587,7 +592,7 @@ class RayVecEnv(AsyncPool, VecEnv):
             self._send(w, "step", (self._act[w],))
             return
         try:  # the worker protocol's pool step; its answers are read by _pool_answer, not the Link
-            link.conn.send_bytes(encode_pool_step(local_ids))
+            link.conn.send_bytes(self._pool_step_command(w, local_ids))
         except OSError:  # the actor is gone: its link reads end of file
             pass
 
@@ -643,17 +648,7 @@ class RayVecEnv(AsyncPool, VecEnv):
         self._dead[w] = err
         if not self._may_replace(w, err):
             raise err
-        ray = ray_module()
-        self.actor_restarts[w] += 1
-        try:
-            ray.kill(self.actors[w])
-        except Exception:  # already gone
-            pass
-        self._links[w].close()
-        self._links[w] = None
-        block = self.blocks[w]
-        self.actors[w] = self._new_actor(w, rebuild_seed(self._env_seed, block.start, self.actor_restarts[w]))
-        del self._dead[w]
+        block = self._new_actor_for_lost(w)
         self._pool_partial[w] = b""
         link = self._link(w) if self._local_actors([w]) else None
         if link is None:

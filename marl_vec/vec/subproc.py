@@ -54,7 +54,7 @@ from marl_vec.spec import EnvSpec
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
-from marl_vec.vec.worker import STEP, ObjectReply, decode, encode_pool_step, worker_main
+from marl_vec.vec.worker import STEP, ObjectReply, decode, worker_main
 
 __all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError", "WorkerDiedError",
            "default_start_method"]
@@ -501,7 +501,7 @@ class SubprocVecEnv(AsyncPool, VecEnv):
 
     def _pool_go(self, w: int, local_ids: list[int]) -> None:
         try:
-            self._conns[w].send_bytes(encode_pool_step(local_ids))
+            self._conns[w].send_bytes(self._pool_step_command(w, local_ids))
         except OSError:  # the worker is gone: its sentinel reports it to _pool_answer
             pass
 

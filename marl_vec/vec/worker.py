@@ -14,8 +14,10 @@ Wire format, chosen so that the hot path pickles nothing in the common case:
   A pool step answers once per env, in the order given, as soon as that env's rows
   are written: the answers are the async pool's per-env completion signals.
 - Only for spaces with object leaves (Text, Graph, ...; never in shared memory):
-  a step is ``("step", object_action_rows)``, and step and reset answers are an
-  :class:`ObjectReply` carrying the block's rows of the object arrays.
+  a step is ``("step", object_action_rows)``, a pool step ``("pool_step", local_ids,
+  object_action_rows)`` (the rows of those envs), and step and reset answers are an
+  :class:`ObjectReply` carrying the block's rows of the object arrays (a pool step's
+  answer: its env's row).
 
 Example (what SubprocVecEnv does; not run here)::
 
@@ -39,8 +41,14 @@ POOL_STEP = b"p"
 OK_EMPTY = b""
 
 
-def encode_pool_step(local_ids: Sequence[int]) -> bytes:
-    """The async pool's command: step these local envs one by one, answering after each."""
+def encode_pool_step(local_ids: Sequence[int], object_actions: list | None = None) -> bytes:
+    """The async pool's command: step these local envs one by one, answering after each.
+
+    ``object_actions``: the rows of ``local_ids`` of the object action arrays, for action
+    spaces with object leaves (they are not in shared memory, so they come along).
+    """
+    if object_actions is not None:
+        return pickle.dumps(("pool_step", list(local_ids), object_actions), protocol=pickle.HIGHEST_PROTOCOL)
     return POOL_STEP + array("I", local_ids).tobytes()
 
 
@@ -206,12 +214,17 @@ def serve(conn: Any, group: Any, start: int) -> None:
         if data[:1] == POOL_STEP:
             ids = array("I")
             ids.frombytes(data[1:])
-            pool_step(send, group, start, ids)
+            pool_step(send, group, start, ids, objects)
             continue
         command, *args = pickle.loads(data)
         if command == "step":  # object actions come with the step
             group.write_object_actions(args[0])
             send(_step_reply(group, objects))
+            continue
+        if command == "pool_step":  # likewise, for the envs of a pool step
+            local_ids, rows = args
+            group.write_object_actions(rows, local_ids)
+            pool_step(send, group, start, local_ids, objects)
             continue
         if command == "close":
             try:
@@ -231,11 +244,13 @@ def serve(conn: Any, group: Any, start: int) -> None:
         send(reply)
 
 
-def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int]) -> None:
+def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int], objects: bool = False) -> None:
     """Step ``local_ids`` one by one, answering after each env (its rows are written by then).
 
     An env's error is its answer; the other envs still step. A group that steps only
     whole blocks (a native engine) is sent its whole block, and answers once per env after it.
+    ``objects``: the batch has object leaves; each answer is an :class:`ObjectReply` with
+    the env's rows of them.
     """
     if group.steps_single_envs or group.unstarted:  # a replaced engine block: restarts need no engine step
         step_env = group.step_env
@@ -245,7 +260,7 @@ def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int]) -> No
             except Exception as exc:
                 send(encode_error(exc, start + j))
                 continue
-            send(OK_EMPTY if not info else encode_ok(info))
+            send(_env_reply(group, j, info or None, objects))
         return
     try:
         infos = group.step()
@@ -253,7 +268,14 @@ def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int]) -> No
         error = encode_error(exc)
         _send_together(send, [error] * len(local_ids))
         return
-    _send_together(send, [OK_EMPTY if not infos[j] else encode_ok(infos[j]) for j in local_ids])
+    _send_together(send, [_env_reply(group, j, infos[j] or None, objects) for j in local_ids])
+
+
+def _env_reply(group: Any, j: int, info: dict | None, objects: bool) -> bytes:
+    """A pool step's answer for local env j: its info when not empty, its object rows if any."""
+    if objects:
+        return encode_ok(ObjectReply(info, group.object_rows([j])))
+    return OK_EMPTY if info is None else encode_ok(info)
 
 
 def _send_together(send: Any, messages: list[bytes]) -> None:
