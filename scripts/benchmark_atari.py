@@ -16,7 +16,7 @@ that other jobs on a shared machine do not count.
 with max-pool, grayscale 84x84, stack 4, sticky actions 0.25), side by side in
 one run: a plain Python loop over gymnasium's ``AtariPreprocessing`` +
 ``FrameStackObservation``, DummyVecEnv on the python engine, DummyVecEnv on the
-ale_vector engine (2 threads), ale-py's ``AtariVectorEnv`` used directly (2
+ale_vector engine (2 threads; what the default, ``auto``, picks), ale-py's ``AtariVectorEnv`` used directly (2
 threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
 DummyVecEnv on the envpool engine (2 threads; also with ``copy=False``). Wall time (the
 engines run threads), interleaved rounds, medians of env-steps/s and of the
@@ -145,7 +145,7 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
     cases = [
         Timed("plain loop (gymnasium)", lambda: _plain_pong_loop(n)),
         Timed("DummyVecEnv, python", lambda: _marl_vec_pong(n, "python")),
-        Timed(f"DummyVecEnv, ale_vector {threads}t", lambda: _marl_vec_pong(n, "ale_vector", engine_threads=threads)),
+        Timed(f"DummyVecEnv, ale_vector {threads}t (auto)", lambda: _marl_vec_pong(n, "ale_vector", engine_threads=threads)),
         Timed(f"AtariVectorEnv direct {threads}t", lambda: _ale_vector_direct(n, threads)),
     ]
     if importlib.util.find_spec("envpool") is not None:
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     for kind in OBS_KINDS if args.obs == "both" else (args.obs,):
         kwargs = OBS_KINDS[kind]
         make_gym = functools.partial(gym_env, kwargs)
-        make_ours = functools.partial(make_atari, ENV_ID, **kwargs)
+        make_ours = functools.partial(make_atari, ENV_ID, engine="python", **kwargs)  # the same chain as the others
         cases = [
             plain_loop_into_batch(make_gym, n, actions),
             gym_sync(make_gym, n, actions),

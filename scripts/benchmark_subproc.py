@@ -416,8 +416,8 @@ def pool(seconds: float, lines: list[str]) -> None:
                     f"load {os.getloadavg()[0]:.2f}", cases, baseline="SubprocVecEnv sync")
     sync_busy, pool_busy = (worker_busy(case, max(2.0, seconds)) for case in pool_candidates(football, batch, cost, actions))
     out = (f"async pool: Football: workers on a CPU {sync_busy:.0%} of the time in sync steps, {pool_busy:.0%} in "
-           f"the pool, so the pool's ceiling here is about {pool_busy / sync_busy:.2f}x "
-           f"(load {os.getloadavg()[0]:.2f})")
+           f"the pool, so the pool can gain about {pool_busy / sync_busy:.2f}x here, at most "
+           f"{1 / sync_busy:.2f}x with its workers always busy (load {os.getloadavg()[0]:.2f})")
     print(out, flush=True)
     lines.append(out)
 
