@@ -124,3 +124,23 @@ def test_large_final_zeros_are_fresh_writable_and_independent():
     assert not a.any() and not np.shares_memory(a, b)
     a[...] = 1
     assert not b.any() and a.all()
+
+
+def test_zeros_of_several_large_fields_share_one_map_but_no_memory():
+    from marl_vec.vec.copies import LARGE, zeros_makers
+
+    big_obs, big_state = np.ones((3, LARGE // 3 + 7), np.uint8), np.ones((2, LARGE // 8 + 1), np.float64)
+    small = np.ones((4, 2), bool)
+    make = zeros_makers([big_obs, None, big_state, small])
+    for _ in range(3):  # fresh on every call
+        obs, none, state, mask = make()
+        assert none is None
+        for zeros, like in ((obs, big_obs), (state, big_state), (mask, small)):
+            assert zeros.shape == like.shape and zeros.dtype == like.dtype and zeros.flags.writeable
+            assert zeros.flags.c_contiguous and not zeros.any()
+        assert not np.shares_memory(obs, state) and not np.shares_memory(obs, mask)
+        obs[...] = 255  # a write into one leaves the others zero
+        state[...] = -1.0
+        assert not mask.any() and (obs == 255).all() and (state == -1.0).all()
+        again = make()
+        assert not again[0].any() and not again[2].any() and not np.shares_memory(again[0], obs)

@@ -33,7 +33,7 @@ from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
-from marl_vec.vec.copies import copier_for, zeros_maker
+from marl_vec.vec.copies import copier_for, zeros_makers
 
 REWARD_DTYPES = ("float32", "float64")
 
@@ -127,7 +127,7 @@ class VecEnv(ABC):
         self._agent_ids = spec.agents
         # One array each (the fast path) or a tree of them (Dict/Tuple observations).
         self._obs_is_tree = spec.obs_is_tree
-        self._final_zeros: list[Callable[[], np.ndarray] | None] | None = None  # see _final_copies
+        self._final_zeros: Callable[[], list[np.ndarray | None]] | None = None  # see _final_copies
         # copy=True: how obs, state, final_obs and final_state are copied, chosen at the
         # first result (see copier_for: large ones reuse memory the caller dropped).
         self._copiers: list[Callable[[np.ndarray], np.ndarray]] | None = None
@@ -598,11 +598,9 @@ class VecEnv(ABC):
             return (copiers[2](buf.final_obs), None if buf.final_state is None else copiers[3](buf.final_state),
                     None if avail is None else avail.copy())
         if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
-            self._final_zeros = [None if a is None else zeros_maker(a.shape, a.dtype)
-                                 for a in (buf.final_obs, buf.final_state, avail)]
-        obs_zeros, state_zeros, avail_zeros = self._final_zeros
-        return (obs_zeros(), None if state_zeros is None else state_zeros(),  # type: ignore[misc]
-                None if avail_zeros is None else avail_zeros())
+            self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, avail])
+        obs_zeros, state_zeros, avail_zeros = self._final_zeros()
+        return obs_zeros, state_zeros, avail_zeros
 
 
 def _copy(array: np.ndarray) -> np.ndarray:

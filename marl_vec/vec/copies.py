@@ -118,3 +118,32 @@ def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
 
 def _mapped_zeros(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, nbytes), dtype).reshape(shape)
+
+
+def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarray | None]]:
+    """A function giving :func:`fresh_zeros` like each of ``arrays`` (None stays None) at once.
+
+    The large ones share one memory map, each its own page-aligned part (they share no
+    memory): one map and one unmap per call, not one per array, on every step where
+    no env finished (``final_obs`` and ``final_state`` of pixel observations).
+    """
+    large = [a is not None and a.nbytes >= LARGE and not a.dtype.hasobject for a in arrays]
+    if sum(large) < 2:
+        makers = [None if a is None else zeros_maker(a.shape, a.dtype) for a in arrays]
+        return lambda: [None if make is None else make() for make in makers]
+    page = mmap.PAGESIZE
+    parts, offset = [], 0
+    for a, big in zip(arrays, large):
+        if big:
+            assert a is not None
+            parts.append((offset, a.shape, a.dtype, a.nbytes))
+            offset += -(-a.nbytes // page) * page
+    total = offset
+    small = [None if a is None or big else zeros_maker(a.shape, a.dtype) for a, big in zip(arrays, large)]
+
+    def make() -> list[np.ndarray | None]:
+        shared = mmap.mmap(-1, total)
+        mapped = iter([np.frombuffer(shared, dtype, math.prod(shape), start).reshape(shape)
+                       for start, shape, dtype, _ in parts])
+        return [next(mapped) if big else (None if maker is None else maker()) for big, maker in zip(large, small)]
+    return make
