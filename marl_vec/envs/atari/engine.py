@@ -113,12 +113,6 @@ def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str
 
 
 @functools.lru_cache(maxsize=None)
-def _envpool_games() -> frozenset[str]:
-    envpool = require("envpool", "envpool", "the envpool Atari engine")
-    return frozenset(envpool.list_all_envs())
-
-
-@functools.lru_cache(maxsize=None)
 def _game_of(env_id: str) -> tuple[str, dict[str, Any]] | None:
     """ALE's ROM name of a gymnasium ALE id, and the id's registered kwargs (sticky actions, frame limit)."""
     gymnasium = gymnasium_with_ale()
