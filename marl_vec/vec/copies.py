@@ -136,7 +136,7 @@ def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarra
     for a, big in zip(arrays, large):
         if big:
             assert a is not None
-            parts.append((offset, a.shape, a.dtype, a.nbytes))
+            parts.append((offset, a.shape, a.dtype))
             offset += -(-a.nbytes // page) * page
     total = offset
     small = [None if a is None or big else zeros_maker(a.shape, a.dtype) for a, big in zip(arrays, large)]
@@ -144,6 +144,6 @@ def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarra
     def make() -> list[np.ndarray | None]:
         shared = mmap.mmap(-1, total)
         mapped = iter([np.frombuffer(shared, dtype, math.prod(shape), start).reshape(shape)
-                       for start, shape, dtype, _ in parts])
+                       for start, shape, dtype in parts])
         return [next(mapped) if big else (None if maker is None else maker()) for big, maker in zip(large, small)]
     return make
