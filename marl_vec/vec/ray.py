@@ -23,12 +23,18 @@ or ``"ray://host:10001"`` connects to a running one; a session the caller
 already opened with ``ray.init`` is used as is and left open
 (:mod:`marl_vec.vec.ray_session`).
 
-This module is the driver side: options, placing the actors
-(:mod:`marl_vec.vec.ray_actor`), the two transports (the same-node shared-memory
-link of :mod:`marl_vec.vec.ray_link`, and Ray calls), and fault handling (errors
-naming the actor and env, timeouts, replacing a lost actor). It imports those
-three modules, the buffers, :class:`VecEnv` and the worker protocol; nothing
-imports it but the backend factory.
+This module is the driver side's lifecycle: checking the options, placing the
+actors (:mod:`marl_vec.vec.ray_actor`), the VecEnv calls, and closing. The rest
+of the driver is in modules of its own, one idea each:
+
+- :mod:`marl_vec.vec.ray_options`: keyword options and ``ray_config``, how many actors;
+- :mod:`marl_vec.vec.ray_transport`: the two transports (the same-node shared-memory
+  link of :mod:`marl_vec.vec.ray_link`, and Ray calls);
+- :mod:`marl_vec.vec.ray_faults`: errors naming the actor and env, timeouts, replacing a lost actor;
+- :mod:`marl_vec.vec.ray_pool`: the async pool's hooks (:mod:`marl_vec.vec.pool`);
+- :mod:`marl_vec.vec.ray_session`: starting, joining and ending the Ray session.
+
+Nothing imports this module but the backend factory.
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ from __future__ import annotations
 import math
 import os
 import pickle
-import re
 import shutil
 import time
 from multiprocessing.connection import wait as _wait_any
@@ -47,46 +52,23 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
-from marl_vec.group import rebuild_seed
 from marl_vec.spec import SpecMismatchError
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
-from marl_vec.vec.pool import AsyncPool, _EnvFailed
+from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
+from marl_vec.vec.ray_faults import RayFaults, RayWorkerError, _Lost
+from marl_vec.vec.ray_options import TRANSPORTS, _block_count, _merge_options
+from marl_vec.vec.ray_pool import RayPool
 from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.worker import STEP, ObjectReply
+from marl_vec.vec.ray_transport import RayTransport
+
+__all__ = ["RayVecEnv", "RayWorkerError", "TRANSPORTS"]
 
 _CLOSE = pickle.dumps(("close",))
-TRANSPORTS = ("auto", "ray")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
-_RAY_OPTIONS = ("address", "num_workers", "envs_per_worker", "num_cpus_per_worker", "resources_per_worker",
-                "temp_dir", "timeout", "transport")
 
 
-class RayWorkerError(RuntimeError):
-    """An actor failed: its env raised, it died, or it did not answer in time.
-
-    Attributes:
-        worker: index of the actor.
-        env_ids: the global env indices it hosts.
-        env_index: the global index of the env that raised, when known.
-    """
-
-    def __init__(self, message: str, worker: int, env_ids: range, env_index: int | None = None):
-        super().__init__(message)
-        self.worker = worker
-        self.env_ids = env_ids
-        self.env_index = env_index
-
-
-class _Lost:
-    """The result of a step whose actor died and may be replaced."""
-
-    def __init__(self, error: RayWorkerError):
-        self.error = error
-
-
-class RayVecEnv(AsyncPool, VecEnv):
+class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
     """Runs ``len(env_fns)`` envs in Ray actors, a contiguous block per actor.
 
     Args:
@@ -247,289 +229,6 @@ class RayVecEnv(AsyncPool, VecEnv):
         return self._actor_cls.remote([self._env_fns[i] for i in block], block.start, self._mode.value,
                                       env_seed, self._group_kwargs, self._reward_dtype)
 
-    # -- the same-node link ----------------------------------------------------------
-
-    def _local_actors(self, workers: Sequence[int]) -> list[int]:
-        """Those of ``workers`` whose actor runs on this process's machine."""
-        if self._here is None:
-            return []
-        nodes = self._gather([self.actors[w].node_id.remote() for w in workers], "start", workers)
-        return [w for w, node in zip(workers, nodes) if node == self._here]
-
-    def _link(self, w: int) -> Any:
-        """Link actor w to the shared block; None if it cannot map it (it keeps using Ray calls)."""
-        from marl_vec.vec.ray_link import Link, socket_dir
-
-        if self._socket_dir is None:
-            self._socket_dir = socket_dir()
-        path = os.path.join(self._socket_dir, f"actor{w}.{self.actor_restarts[w]}.sock")
-        authkey = os.urandom(16)
-        ref = self.actors[w].link.remote(self.buffers.shm_name, self.num_envs, path, authkey)
-        address = self._gather([ref], "start", [w])[0]
-        return None if address is None else Link.connect(address, authkey)
-
-    # -- talking to actors ------------------------------------------------------------
-
-    def _send(self, w: int, command: str, args: tuple = ()) -> None:
-        """Start ``command`` on actor w: over its link, or as a Ray call (collect with :meth:`_receive`)."""
-        link = self._links[w]
-        if link is None:
-            self._refs[w] = getattr(self.actors[w], command).remote(*args)
-            return
-        # Over the link, a step's actions are in shared memory already: one byte says "go"
-        # (object actions, never in shared memory, go with it).
-        if command == "step" and self.buffers.object_actions:
-            block = self.blocks[w]
-            args = (self.buffers.object_rows(block.start, block.stop, self.buffers.object_actions),)
-        elif command == "step":
-            args = ()
-        data = STEP if command == "step" and not args else pickle.dumps((command, *args),
-                                                                           protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            link.send(data, self.timeout)
-        except (OSError, EOFError):  # the actor is gone; _receive reports it
-            self._refs[w] = None
-        except TimeoutError:
-            err = RayWorkerError(f"{self._where(w)} did not answer an interrupted {command} within "
-                                 f"{self.timeout:g} s", w, self.blocks[w])
-            self._dead[w] = err
-            raise err from None
-
-    def _receive(self, workers: Sequence[int], command: str, replace: bool = False,
-                 into: dict[int, Any] | None = None) -> dict[int, Any]:
-        """Wait for actor w's answer, for every w in ``workers``; the first error is raised
-        after every link has answered, so no answer is left behind to be read out of turn.
-
-        Step and reset answers come back as their infos by local index, the arrays
-        already in ``self.buffers``. ``into``: where answers go as they arrive (an
-        error as its RayWorkerError), so that a wait cut short by an interrupt can be
-        resumed: actors already in it are not waited for again.
-        """
-        results: dict[int, Any] = {} if into is None else into
-        links = self._links
-        linked = [w for w in workers if links[w] is not None and w not in results]
-        remote = [w for w in workers if links[w] is None and w not in results]
-        if linked:
-            self._receive_links(linked, command, replace, results)
-        if remote:
-            # A ref is dropped only once its answer is in: an interrupted wait leaves it owed.
-            refs = [self._refs[w] for w in remote]
-            try:
-                answers = self._gather(refs, command, remote, replace)
-            except RayWorkerError as exc:
-                for w in remote:
-                    self._refs.pop(w, None)
-                    results.setdefault(w, exc)
-            else:
-                for w, answer in zip(remote, answers):
-                    if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
-                        answer = self._copy_in(w, answer)
-                    results[w] = answer
-                    del self._refs[w]
-        for answer in results.values():
-            if isinstance(answer, RayWorkerError):
-                raise answer
-        return results
-
-    def _receive_links(self, workers: Sequence[int], command: str, replace: bool, results: dict[int, Any]) -> None:
-        waiting = {}
-        for w in workers:
-            if w in self._refs and self._refs[w] is None:  # sending failed: it died
-                del self._refs[w]
-                self._lost(w, command, replace, results)
-            else:
-                waiting[self._links[w].conn] = w
-        deadline = time.monotonic() + self.timeout
-        while waiting:
-            ready = _wait_any(list(waiting), max(0.0, deadline - time.monotonic()))
-            if not ready:
-                late = sorted(waiting.values())
-                err = RayWorkerError(
-                    f"{self._where(late[0])} did not answer {command} within {self.timeout:g} s; "
-                    "raise `timeout` if its envs are slow",
-                    late[0], self.blocks[late[0]],
-                )
-                for w in late:  # a late answer would be read as the next command's
-                    self._dead[w] = err
-                raise err
-            for conn in ready:
-                w = waiting.pop(conn)
-                try:
-                    status, payload = self._links[w].receive()
-                except (EOFError, OSError):
-                    self._lost(w, command, replace, results)
-                    continue
-                if status == "error":
-                    env_index, _what, text = payload
-                    results[w] = self._raised(w, command, env_index, text)
-                else:
-                    if isinstance(payload, ObjectReply):  # object leaves of its block (not shared)
-                        self.buffers.write_object_rows(self.blocks[w].start, self.buffers.object_fields,
-                                                       payload.rows)
-                        payload = payload.payload
-                    results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
-
-    def _lost(self, w: int, command: str, replace: bool, results: dict[int, Any]) -> None:
-        """Linked actor w died: its result is a :class:`_Lost` if it may be replaced, else the error."""
-        err = RayWorkerError(f"{self._where(w)} died during {command}: its process closed the shared-memory link",
-                             w, self.blocks[w])
-        self._dead[w] = err
-        results[w] = _Lost(err) if replace and self._may_replace(w, err) else err
-
-    def _owes_answers(self) -> bool:
-        """Some live actor still owes an answer (a call was cut short by an interrupt)."""
-        dead = self._dead
-        if any(w not in dead for w in self._refs):
-            return True
-        return any(link is not None and link.owed and w not in dead for w, link in enumerate(self._links))
-
-    def _drain(self) -> None:
-        """Read and drop the answers owed to an interrupted call other than a step."""
-        dead = self._dead
-        owed = [w for w in range(len(self.actors)) if w not in dead and
-                (w in self._refs or (self._links[w] is not None and self._links[w].owed))]
-        try:
-            self._receive(owed, "drain")
-        except RayWorkerError:  # the dropped call's own error: nobody waits for it any more
-            pass
-
-    def _where(self, w: int) -> str:
-        block = self.blocks[w]
-        return f"Ray actor {w} (envs {block.start}..{block.stop - 1})"
-
-    def _gather(self, refs: list[Any], what: str, workers: Sequence[int] | None = None,
-                replace: bool = False) -> list[Any]:
-        """``ray.get`` with a bounded wait; any failure becomes a RayWorkerError naming the actor.
-
-        ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
-        its result is then a :class:`_Lost` for the caller to report.
-        """
-        ray = ray_module()
-        workers = list(range(len(refs))) if workers is None else list(workers)
-        try:
-            return ray.get(refs, timeout=self.timeout)
-        except Exception:  # find out which actor failed and why; re-raised below
-            pass
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        hint = ""
-        if what == "start":  # an actor that cannot be placed waits forever: say what it asked for
-            hint = f"cluster resources: {ray.cluster_resources()}; each actor asks for {self._asks}"
-        ready_ids = {r.hex() for r in ready}
-        results: list[Any] = [None] * len(refs)
-        for k, (w, ref) in enumerate(zip(workers, refs)):
-            if ref.hex() not in ready_ids:
-                continue
-            try:
-                results[k] = ray.get(ref, timeout=0)
-            except Exception as exc:  # the actor's own error, with its remote traceback
-                err = self._worker_error(w, what, exc)
-                if not (replace and w in self._dead and self._may_replace(w, err)):
-                    raise err from exc
-                results[k] = _Lost(err)
-        for w, ref in zip(workers, refs):
-            if ref.hex() not in ready_ids:
-                extra = f" ({hint})" if hint else ""
-                raise RayWorkerError(
-                    f"{self._where(w)} did not answer {what} within {self.timeout:g} s{extra}; "
-                    "raise `timeout` if its envs are slow",
-                    w, self.blocks[w],
-                )
-        return results
-
-    def _may_replace(self, w: int, err: RayWorkerError) -> bool:
-        """Whether lost actor w may be replaced; else say why on ``err``."""
-        if not self.restart_on_error:
-            return False
-        if not self._mode.keeps_final:
-            err.args = (f"{err.args[0]}\n(a lost actor is replaced only in the same_step and fast autoreset "
-                        f"modes, not in {self._mode.value!r})",)
-            return False
-        if self.actor_restarts[w] >= self.restart_on_error:
-            err.args = (f"{err.args[0]}\n(after {self.actor_restarts[w]} replacement(s) of this actor, "
-                        f"its whole restart_on_error budget)",)
-            return False
-        return True
-
-    def _new_actor_for_lost(self, w: int) -> range:
-        """Kill lost actor w, drop its link and start a new, unlinked one over its block
-        (seeded anew: :func:`rebuild_seed`); returns the block."""
-        self.actor_restarts[w] += 1
-        try:
-            ray_module().kill(self.actors[w])
-        except Exception:  # already gone
-            pass
-        if self._links[w] is not None:
-            self._links[w].close()
-            self._links[w] = None
-        block = self.blocks[w]
-        self.actors[w] = self._new_actor(w, rebuild_seed(self._env_seed, block.start, self.actor_restarts[w]))
-        del self._dead[w]
-        return block
-
-    def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
-        """Actor w died in a step: start a new one (linked again if it is on this machine);
-        its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
-        block = self._new_actor_for_lost(w)
-        if self.buffers.shm_name is not None and self._local_actors([w]):
-            self._links[w] = self._link(w)
-
-        def reset() -> dict[int, dict[str, Any]]:
-            self._send(w, "reset", (None, None))
-            return self._receive([w], "restart")[w]
-
-        return self._restart_block(block, reset, {"error": str(err), "actor_restarts": self.actor_restarts[w]})
-
-    def _worker_error(self, w: int, what: str, exc: BaseException) -> RayWorkerError:
-        ray = ray_module()
-        block = self.blocks[w]
-        where = self._where(w)
-        if isinstance(exc, ray.exceptions.RayActorError):
-            # At start, this is usually an env_fn that raised: Ray's text carries its traceback.
-            err = RayWorkerError(f"{where} died during {what}: {_ANSI.sub('', str(exc))}", w, block)
-            self._dead[w] = err
-            return err
-        if isinstance(exc, ray.exceptions.RayTaskError):
-            # EnvGroup names the env on the original exception; it survives pickling.
-            cause = getattr(exc, "cause", None)
-            return self._raised(w, what, getattr(cause, "marl_vec_env_index", None), _ANSI.sub("", str(exc)))
-        return RayWorkerError(f"{where} failed during {what}: {type(exc).__name__}: {exc}", w, block)
-
-    def _raised(self, w: int, what: str, env_index: int | None, text: str) -> RayWorkerError:
-        """An env (or the group) of actor w raised; ``text`` carries the original traceback."""
-        env = f", env {env_index}," if env_index is not None else ""
-        return RayWorkerError(f"{self._where(w)}{env} raised during {what}:\n{text}", w, self.blocks[w], env_index)
-
-    def _check_alive(self, workers: Sequence[int]) -> None:
-        for w in workers:
-            if w in self._dead:
-                raise RayWorkerError(f"{self._dead[w]}\n(the actor is gone; close() this RayVecEnv and make a new one)",
-                                     w, self.blocks[w])
-
-    def _copy_in(self, w: int, result: tuple) -> dict[int, dict[str, Any]]:
-        """Copy a Ray-called actor's arrays into its rows of this process's buffers; return its infos.
-
-        The arrays Ray deserialised are the only per-step allocation, and they are
-        not kept: the buffers, allocated once, are what the VecEnv returns.
-        """
-        out, finals, infos = result
-        for dst, src in zip(self._dst[w], out):
-            np.copyto(dst, src)
-        if finals is not None:
-            rows, arrays = finals
-            rows = rows + self.blocks[w].start
-            for dst, src in zip(self._final_dst, arrays):
-                dst[rows] = src
-        return infos
-
-    def _owner(self, indices: list[int]) -> dict[int, list[tuple[int, int]]]:
-        """Actor -> [(position in ``indices``, local env index)], in actor order."""
-        starts = [b.start for b in self.blocks]
-        by_actor: dict[int, list[tuple[int, int]]] = {}
-        for pos, i in enumerate(indices):
-            w = int(np.searchsorted(starts, i, side="right")) - 1
-            by_actor.setdefault(w, []).append((pos, i - starts[w]))
-        return by_actor
-
     # -- VecEnv -----------------------------------------------------------------------
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
@@ -579,102 +278,6 @@ class RayVecEnv(AsyncPool, VecEnv):
         self._check_open()
         self._pool_drain()  # pool steps in flight finish first; their results are dropped
         super()._check_idle(call)
-
-    # -- the async pool (marl_vec.vec.pool) -----------------------------------------
-
-    def _pool_check_usable(self) -> None:
-        self._check_alive(range(len(self.actors)))
-
-    def _pool_go(self, w: int, local_ids: list[int]) -> None:
-        self._check_alive([w])
-        link = self._links[w]
-        if link is None:  # a Ray call: always the whole block
-            self._send(w, "step", (self._act[w],))
-            return
-        try:  # the worker protocol's pool step; its answers are read by _pool_answer, not the Link
-            link.conn.send_bytes(self._pool_step_command(w, local_ids))
-        except OSError:  # the actor is gone: its link reads end of file
-            pass
-
-    def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
-        links, refs = self._links, self._refs
-        # A link whose send failed (ref None) has its answer: its death, read by _receive.
-        failed = [w for w in flying if links[w] is not None and w in refs and refs[w] is None]
-        if failed:
-            return failed
-        linked = {links[w].conn: w for w in flying if links[w] is not None}
-        remote = {refs[w].hex(): w for w in flying if links[w] is None}
-        ray = ray_module()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        # One kind of actor: wait on it alone; both kinds: poll each in short slices.
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            wait = remaining if not (linked and remote) else min(0.005, remaining if remaining is not None else 0.005)
-            answered = []
-            if linked:
-                answered += [linked[c] for c in _wait_any(list(linked), wait if not remote else 0.0)]
-            if remote:
-                pending = [refs[w] for w in remote.values()]
-                ready, _ = ray.wait(pending, num_returns=1, timeout=wait)
-                if ready:
-                    ready, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
-                answered += [remote[r.hex()] for r in ready]
-            if answered or (remaining is not None and remaining <= 0):
-                return answered
-
-    def _pool_answer(self, w: int) -> None:
-        link = self._links[w]
-        if link is not None:
-            where = self._where(w)
-            if self._pool_read(w, link.conn.fileno(),
-                               lambda env, what, text: self._raised(w, "step", env, text)):
-                self._pool_lost(w, f"{where} died during step: its process closed the shared-memory link")
-            return
-        try:
-            result = self._receive([w], "step", replace=True)[w]
-            infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
-        except RayWorkerError as exc:  # its block's envs leave the pool until reset()
-            for _ in range(len(self._pool_flying[w])):
-                self._pool_fail(w)
-            raise _EnvFailed(exc) from None
-        start = self.blocks[w].start
-        for i in list(self._pool_flying[w]):  # the block, in order
-            self._pool_complete(w, infos.get(i - start))
-
-    def _pool_lost(self, w: int, what: str) -> None:
-        """Linked actor w died with envs in flight: a new actor takes its block (linked
-        again); each of its envs restarts at its next step (those in flight are sent again)."""
-        err = RayWorkerError(what, w, self.blocks[w])
-        self._dead[w] = err
-        if not self._may_replace(w, err):
-            raise err
-        block = self._new_actor_for_lost(w)
-        self._pool_partial[w] = b""
-        link = self._link(w) if self._local_actors([w]) else None
-        if link is None:
-            self._dead[w] = RayWorkerError(f"{what}; its replacement could not link to this machine's shared "
-                                           "memory, which the async pool needs for it", w, block)
-            raise self._dead[w]
-        self._links[w] = link
-        details = {"error": str(err), "actor_restarts": self.actor_restarts[w]}
-        for i in block:
-            self._pool_restarted[i] = details
-        flight = self._pool_flying[w]
-        if flight:
-            self._pool_go(w, [i - block.start for i in flight])
-
-    def _pool_settle(self, envs: list[int]) -> None:
-        by_actor = self._owner(envs)
-        for w, pairs in by_actor.items():
-            self._send(w, "reset", (None, [j for _, j in pairs]))
-        self._receive(sorted(by_actor), "reset")
-
-    def _pool_timed_out(self, flying: list[int]) -> None:
-        err = RayWorkerError(f"{self._where(flying[0])} did not answer step within {self.timeout:g} s; "
-                             "raise `timeout` if its envs are slow", flying[0], self.blocks[flying[0]])
-        for w in flying:  # a late answer would be read as the next command's
-            self._dead[w] = err
-        raise err
 
     def _per_actor(self, method: str, indices: list[int], *args: Any, values: list[Any] | None = None) -> list[Any]:
         by_actor = self._owner(indices)
@@ -758,42 +361,3 @@ class RayVecEnv(AsyncPool, VecEnv):
         if getattr(self, "_owns_session", False):
             self._owns_session = False
             release_session()
-
-
-def _merge_options(explicit: dict[str, Any], ray_config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Keyword options, overridden by ``ray_config`` where a keyword was left at its default."""
-    if not ray_config:
-        return explicit
-    unknown = sorted(set(ray_config) - set(_RAY_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown ray_config keys {unknown}; allowed: {', '.join(_RAY_OPTIONS)}")
-    defaults = {"address": None, "num_workers": None, "envs_per_worker": None, "num_cpus_per_worker": 1.0,
-                "resources_per_worker": None, "temp_dir": None, "timeout": 600.0, "transport": "auto"}
-    merged = dict(explicit)
-    for key, value in ray_config.items():
-        if explicit[key] != defaults[key] and value != defaults[key] and value != explicit[key]:
-            raise ValueError(f"ray option {key!r} given both as a keyword ({explicit[key]!r}) and in ray_config ({value!r})")
-        if value is not None and explicit[key] == defaults[key]:
-            merged[key] = value
-    return merged
-
-
-def _block_count(num_envs: int, num_workers: int | None, envs_per_worker: int | None, default: int) -> int:
-    """How many actors: from envs_per_worker, num_workers, or the default; never more than envs."""
-    if num_workers is not None and num_workers < 1:
-        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-    if envs_per_worker is not None:
-        if envs_per_worker < 1:
-            raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
-        workers = math.ceil(num_envs / envs_per_worker)
-        if num_workers is not None and num_workers != workers:
-            raise ValueError(
-                f"num_workers={num_workers} and envs_per_worker={envs_per_worker} disagree for {num_envs} envs "
-                f"(that would be {workers} workers); give one of them"
-            )
-        return workers
-    if num_workers is not None:
-        if num_workers > num_envs:
-            raise ValueError(f"num_workers={num_workers} is more than num_envs={num_envs}; allowed: 1..{num_envs}")
-        return num_workers
-    return max(1, min(num_envs, default))
