@@ -1,0 +1,172 @@
+"""SubprocVecEnv's transport: commands over each worker's pipe, answers over the same pipe.
+
+The step buffers live in shared memory, so a step sends one byte (:data:`STEP`)
+and a worker answers with the non-empty infos of its block; other commands
+(reset, call, get_attr, ...) are pickled tuples. Every wait is bounded by
+``timeout`` and also watches the workers' process sentinels, so a dead worker
+is noticed at once; an answer owed by an interrupted call is read and dropped
+(:meth:`SubprocTransport._drain`) before the next command.
+
+Example (every command goes through one call):
+    >>> venv._command("get_attr", {0: ("spec", [0])})  # doctest: +SKIP
+    {0: [...]}
+
+:class:`SubprocTransport` is a mixin of :class:`~marl_vec.vec.subproc.SubprocVecEnv`.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from multiprocessing.connection import wait as _wait_any
+from typing import Any, Sequence
+
+from marl_vec.buffers import BatchBuffers
+from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.vec.subproc_faults import _Lost
+from marl_vec.vec.worker import STEP, ObjectReply, decode
+
+
+class SubprocTransport:
+    """Sending commands to workers and collecting their answers, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
+
+    num_envs: int
+    num_workers: int
+    timeout: float | None
+    buffers: BatchBuffers
+    _blocks: list[tuple[int, int]]
+    _restart_on_error: int
+    _procs: list[Any]
+    _conns: list[Any]
+    _pending: list[bool]  # per worker: an answer is owed
+    _broken: WorkerError | None
+    _object_actions: list[str]
+
+    def _send(self, w: int, data: bytes, command: str) -> None:
+        if data is STEP and self._object_actions:  # object actions cannot wait in shared memory
+            start, stop = self._blocks[w]
+            data = pickle.dumps(("step", self.buffers.object_rows(start, stop, self._object_actions)),
+                                protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self._conns[w].send_bytes(data)
+        except OSError:  # BrokenPipeError / ConnectionResetError: the worker is gone
+            if command == "step":  # _collect finds it by its sentinel, to report or replace it
+                self._pending[w] = True
+                return
+            self._pending[w] = False
+            raise self._died(w, command) from None
+        self._pending[w] = True
+
+    def _send_all(self, data: bytes, command: str = "start") -> None:
+        for w in range(self.num_workers):
+            self._send(w, data, command)
+
+    def _collect(self, command: str, workers: Sequence[int] | range, timeout: float | None = -1.0,
+                 replace: bool = False, into: dict[int, Any] | None = None) -> dict[int, Any]:
+        """Wait for one answer from each of ``workers``; raise the first error after all arrived.
+
+        Every wait is bounded by ``timeout`` (negative: ``self.timeout``) and also
+        watches the workers' process sentinels, so a dead worker is noticed at once.
+        ``replace``: a dead worker that may be replaced answers a :class:`_Lost`.
+        ``into``: where answers go as they arrive (an env's error as its WorkerError),
+        so that a wait cut short by an interrupt can be resumed without losing any.
+        """
+        conns, procs = self._conns, self._procs
+        waiting = list(workers)
+        results: dict[int, Any] = {} if into is None else into
+        if timeout is not None and timeout < 0:
+            timeout = self.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while waiting:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = _wait_any([conns[w] for w in waiting] + [procs[w].sentinel for w in waiting], remaining)
+            if not ready:
+                names = ", ".join(str(w) for w in waiting)
+                self._broken = WorkerError(
+                    command, waiting[0], None,
+                    f"worker(s) {names} did not answer {command!r} within timeout={timeout} s; "
+                    "close() this SubprocVecEnv (it kills them)",
+                )
+                raise self._broken
+            for w in list(waiting):
+                conn = conns[w]
+                if conn not in ready and procs[w].sentinel not in ready:
+                    continue
+                data: bytes | None = None
+                # A worker that exited may have answered first: read what its pipe holds.
+                if conn in ready or conn.poll():
+                    try:
+                        data = conn.recv_bytes()
+                    except (EOFError, OSError):
+                        data = None
+                self._pending[w] = False
+                waiting.remove(w)
+                if data is None:  # it died without a word
+                    if replace and self._restart_on_error and not self._why_not_replaced(w):
+                        results[w] = _Lost(self._death(w))
+                        continue
+                    raise self._died(w, command)
+                status, payload = decode(data)
+                if status == "error":
+                    env_index, what, text = payload
+                    results[w] = WorkerError(command, w, env_index, what, text)
+                else:
+                    if isinstance(payload, ObjectReply):  # object leaves of its block (not shared)
+                        self.buffers.write_object_rows(self._blocks[w][0], self.buffers.object_fields, payload.rows)
+                        payload = payload.payload
+                    results[w] = payload
+        for answer in results.values():
+            if isinstance(answer, WorkerError):
+                raise answer
+        return results
+
+    def _owes_answers(self) -> bool:
+        return self._broken is None and any(self._pending)
+
+    def _drain(self) -> None:
+        """Discard answers still owed from an interrupted call other than a step (a step's
+        are collected by :meth:`VecEnv._check_idle`, through :meth:`_step_wait`)."""
+        owed = [w for w, p in enumerate(self._pending) if p]
+        if owed:
+            try:
+                self._collect("drain", owed)
+            except WorkerDiedError:
+                raise
+            except WorkerError:  # the interrupted command's error: nobody is waiting for it any more
+                if self._broken is not None:
+                    raise
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if any(self._pending):
+            self._drain()
+
+    def _per_worker(self, indices: list[int]) -> dict[int, list[int]]:
+        """Global env indices -> {worker: local indices}, in the order given."""
+        out: dict[int, list[int]] = {}
+        for i in indices:
+            w = self._worker_of(i)
+            out.setdefault(w, []).append(i - self._blocks[w][0])
+        return out
+
+    def _worker_of(self, i: int) -> int:
+        for w, (start, stop) in enumerate(self._blocks):
+            if start <= i < stop:
+                return w
+        raise IndexError(i)
+
+    def _command(self, command: str, per_worker: dict[int, tuple]) -> dict[int, Any]:
+        self._check_usable()
+        for w, args in per_worker.items():
+            self._send(w, pickle.dumps((command, *args), protocol=pickle.HIGHEST_PROTOCOL), command)
+        return self._collect(command, list(per_worker))
+
+    def _gather_infos(self, replies: dict[int, Any]) -> list[dict[str, Any]]:
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for w, nonempty in replies.items():
+            if nonempty:
+                start = self._blocks[w][0]
+                for j, info in nonempty.items():
+                    infos[start + j] = info
+        return infos
