@@ -1,0 +1,140 @@
+"""StepResult, and how a VecEnv builds one from its buffers (views, or copies).
+
+With ``copy=True`` every returned array is a fresh copy; ``final_*`` are copied
+only on steps where some env finished, and are fresh zeros on the others
+(:func:`marl_vec.vec.copies.zeros_makers`), which is cheaper for large observations.
+
+Example:
+    >>> import gymnasium as gym, marl_vec as mv
+    >>> with mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2) as venv:
+    ...     r = venv.reset()
+    >>> type(r).__name__, r.obs.shape, r.final_obs.shape
+    ('StepResult', (2, 1, 4), (2, 1, 4))
+
+:class:`ResultMaker` is a mixin of :class:`~marl_vec.vec.base.VecEnv`.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+from dataclasses import dataclass, fields
+from typing import Any, Callable, cast
+
+import numpy as np
+
+from marl_vec import spaces
+from marl_vec.buffers import BatchBuffers
+from marl_vec.vec.copies import copier_for, zeros_makers
+
+
+@dataclass
+class StepResult:
+    """One batched step (or reset). See the table in README.md.
+
+    Shapes, for E envs and A agents: ``obs`` (E, A, *obs_shape), ``state``
+    (E, *state_shape), ``avail_actions`` (E, A, n_actions) or None,
+    ``agent_mask``/``reward``/``terminated``/``truncated`` (E, A), ``done`` (E,).
+    For Dict/Tuple observation spaces ``obs``, ``final_obs`` (and a state made of
+    the observations) are dicts / tuples of such arrays, one per leaf.
+    ``final_*`` are set in the same_step and fast modes only, valid where ``done``
+    (zeros elsewhere).
+    """
+
+    obs: Any
+    state: Any  # None with state="none"
+    avail_actions: np.ndarray | None
+    agent_mask: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    done: np.ndarray
+    infos: list[dict[str, Any]]
+    final_obs: Any = None
+    final_state: Any = None
+    final_avail_actions: np.ndarray | None = None
+
+    def __iter__(self):
+        return (getattr(self, f.name) for f in fields(self))
+
+
+class ResultMaker:
+    """Building the StepResult of the buffers, for :class:`~marl_vec.vec.base.VecEnv`."""
+
+    buffers: BatchBuffers
+    copy: bool
+    _keeps_final: bool
+    _obs_is_tree: bool
+    _objects_out: bool
+    _copiers: list[Callable[[np.ndarray], np.ndarray]] | None
+    _final_zeros: Callable[[], list[np.ndarray | None]] | None
+
+    def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
+        """The StepResult of the buffers; ``any_done``: whether some env is done (None: look).
+
+        With ``copy`` every returned array is a fresh copy, sharing memory with no
+        other (the state too, where the buffers keep it as a view of the observations).
+        """
+        buf = self.buffers
+        avail = buf.avail_actions
+        if not self.copy:
+            return StepResult(
+                buf.obs, buf.state, avail, buf.agent_mask, buf.reward, buf.terminated, buf.truncated,
+                buf.done, infos, *((buf.final_obs, buf.final_state, buf.final_avail_actions)
+                                   if self._keeps_final else (None, None, None)),
+            )
+        if self._obs_is_tree:
+            obs = spaces.tree_map(_copy, buf.obs)
+            state = None if buf.state is None else spaces.tree_map(_copy, buf.state)
+        elif self._objects_out:
+            obs = _copy(buf.obs)
+            state = None if buf.state is None else _copy(buf.state)
+        else:
+            copiers = self._copiers
+            if copiers is None:
+                copiers = self._copiers = [copier_for(a) for a in (buf.obs, buf.state, buf.final_obs, buf.final_state)]
+            obs = copiers[0](buf.obs)
+            state = None if buf.state is None else copiers[1](buf.state)
+        final: tuple[Any, Any, Any] = (None, None, None)
+        if self._keeps_final:
+            final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
+        return StepResult(
+            obs, state, None if avail is None else avail.copy(), buf.agent_mask.copy(), buf.reward.copy(),
+            buf.terminated.copy(), buf.truncated.copy(), buf.done.copy(), infos, *final,
+        )
+
+    def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any]:
+        """Copies of ``final_*``, or where no env finished, fresh zeros.
+
+        ``final_*`` are valid only where an env finished. On the many steps where
+        none did, zeros are cheaper than a copy: large ones are pages the kernel
+        supplies on first touch (see :func:`marl_vec.vec.copies.zeros_maker`), which
+        for pixel observations is most of the difference.
+        """
+        avail = buf.final_avail_actions
+        if self._obs_is_tree:
+            fresh: Callable[[np.ndarray], np.ndarray] = _copy if any_done else _zeros_like
+            return (spaces.tree_map(fresh, buf.final_obs),
+                    None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
+                    None if avail is None else fresh(avail))
+        if any_done:
+            if self._objects_out:
+                return (_copy(buf.final_obs), None if buf.final_state is None else _copy(buf.final_state),
+                        None if avail is None else avail.copy())
+            copiers = cast(list, self._copiers)  # set by _result before
+            return (copiers[2](buf.final_obs), None if buf.final_state is None else copiers[3](buf.final_state),
+                    None if avail is None else avail.copy())
+        if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
+            self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, avail])
+        obs_zeros, state_zeros, avail_zeros = self._final_zeros()
+        return obs_zeros, state_zeros, avail_zeros
+
+
+def _copy(array: np.ndarray) -> np.ndarray:
+    if array.dtype.hasobject:  # Text, Graph, ... values: the env may change them in place later
+        return copy_module.deepcopy(array)
+    return array.copy()  # the method: np.copy's Python wrapper costs more than the copy of a small array
+
+
+def _zeros_like(array: np.ndarray) -> np.ndarray:
+    """``np.zeros_like`` fills its result; ``np.zeros`` gets calloc'ed (untouched) memory."""
+    return np.zeros(array.shape, array.dtype)
