@@ -40,9 +40,16 @@ How our contract maps onto the engines:
   not expose: those raise :class:`ValueError` at construction, naming
   ``engine: python``.
 
+This module is the adapter and its factory; the rest, one idea a module:
+:mod:`~marl_vec.envs.atari.engine_config` (which engine runs what, and its
+:class:`EngineConfig`), :mod:`~marl_vec.envs.atari.engine_stepper` (the group
+stepper every engine shares, and the registry of engine kinds),
+:mod:`~marl_vec.envs.atari.ale_vector_engine` (ale-py's engine) and
+:mod:`~marl_vec.envs.atari.envpool_engine` (EnvPool's).
+
 May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
 ``marl_vec.buffers``, ``marl_vec.spec``, ``marl_vec.envs.base``,
-``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain``.
+``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and the engine modules above.
 
 Example:
     >>> import marl_vec as mv
@@ -55,226 +62,24 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
-import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.chain import Preprocessing, gymnasium_with_ale, steps_within
+from marl_vec.envs.atari.ale_vector_engine import AleEngine, AleVectorStepper
+from marl_vec.envs.atari.chain import Preprocessing
+from marl_vec.envs.atari.engine_config import (ENGINES, SUPPORTED_AUTORESET, EngineConfig, _game_of, _n_actions,
+                                               engine_unsupported_reason, envpool_task, fastest_engine)
+from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper, make_engine, stepper_class
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.envs.extras import require
 from marl_vec.spec import DiscreteAction, EnvSpec
 
-ENGINES = ("python", "ale_vector", "envpool", "auto")
-
-# gymnasium.make options the engine takes (besides the preprocessing options).
-_ENGINE_KWARGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode", "max_episode_steps")
-
-SUPPORTED_AUTORESET = ("same_step", "disabled")
-
-
-def engine_unsupported_reason(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str | None:
-    """Why the ``ale_vector`` engine cannot run these options (None: it can)."""
-    if env_id.startswith("pettingzoo."):
-        return "multi-player Atari runs on the PettingZoo path only"
-    if not preprocess:
-        return "it always preprocesses; raw frames need preprocess=True off the engine"
-    if kwargs.get("terminal_on_life_loss"):
-        return "terminal_on_life_loss resets the game at a life loss on the python path; the engine's episodic life does not"
-    others = sorted(set(kwargs) - set(_ENGINE_KWARGS) - set(Preprocessing.__dataclass_fields__) - {"engine_threads"})
-    if others:
-        return f"it does not take the options {others}; it takes {sorted(_ENGINE_KWARGS)} and the preprocessing options"
-    import importlib.util
-
-    if importlib.util.find_spec("ale_py") is None or importlib.util.find_spec("ale_py.vector_env") is None:
-        return "it needs ale-py >= 0.12 (ale_py.vector_env): pip install -U 'ale-py>=0.12'"
-    if _game_of(env_id) is None:
-        return f"{env_id!r} is not an ALE game id of gymnasium's registry"
-    return None
-
-
-def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str:
-    """``engine: auto``'s choice (the default): ``ale_vector`` where it takes the options, else ``python``.
-
-    ``envpool`` is never chosen: through a VecEnv, ale-py's engine steps faster
-    (it autoresets within its threaded step, where EnvPool needs a partial reset
-    after it; see README "Engines"), it ships with ale-py, our Atari dependency, so
-    the choice does not depend on what else is installed, and it reseeds single envs.
-
-    The autoreset mode is the group's, unknown here: an engine adapter made by ``auto``
-    falls back to the python path in a group whose mode the engine cannot serve."""
-    if engine_unsupported_reason(env_id, preprocess, kwargs) is not None:
-        return "python"
-    return "ale_vector"
-
-
-@functools.lru_cache(maxsize=None)
-def _game_of(env_id: str) -> tuple[str, dict[str, Any]] | None:
-    """ALE's ROM name of a gymnasium ALE id, and the id's registered kwargs (sticky actions, frame limit)."""
-    gymnasium = gymnasium_with_ale()
-    try:
-        spec = gymnasium.spec(env_id)
-    except gymnasium.error.Error:
-        return None
-    game = spec.kwargs.get("game")
-    if not game or spec.kwargs.get("obs_type", "rgb") == "ram":
-        return None
-    return str(game), dict(spec.kwargs)
-
-
-@functools.lru_cache(maxsize=None)
-def _n_actions(game: str, full_action_space: bool) -> int:
-    """The game's action count, from a throwaway ALE (the engine itself is built per group)."""
-    ale_py = require("ale_py", "atari", "Atari games")
-    ale = ale_py.ALEInterface()
-    ale.setLoggerMode(ale_py.LoggerMode.Error)
-    ale.loadROM(ale_py.roms.get_rom_path(game))
-    return len(ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet())
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """What an :class:`AtariVectorEnv` is built from; equal configs can share one engine."""
-
-    game: str
-    opts: Preprocessing
-    repeat_action_probability: float
-    full_action_space: bool
-    max_num_frames_per_episode: int
-    max_episode_steps: int | None
-    threads: int
-    kind: str = "ale_vector"  # or "envpool"
-
-    def build(self, num_envs: int, seeds: list[int] | None = None) -> Any:
-        if self.kind == "envpool":
-            return self._build_envpool(num_envs, seeds or list(range(num_envs)))
-        ale_py = require("ale_py", "atari", "Atari games")
-        from ale_py.vector_env import AtariVectorEnv
-
-        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-        opts = self.opts
-        return AtariVectorEnv(
-            self.game,
-            num_envs,
-            num_threads=self.threads,
-            max_num_frames_per_episode=self.max_num_frames_per_episode,
-            repeat_action_probability=self.repeat_action_probability,
-            full_action_space=self.full_action_space,
-            autoreset_mode="SameStep",
-            img_height=opts.screen_size,
-            img_width=opts.screen_size,
-            grayscale=opts.grayscale,
-            stack_num=1,  # stacked here, padded with the reset frame as on the python path
-            frameskip=opts.frame_skip,
-            maxpool=opts.frame_skip > 1,  # as AtariPreprocessing: no pooling without a skip
-            noop_max=opts.noop_max,
-            episodic_life=False,
-            reward_clipping=False,  # clipped here, so that the raw score is kept
-            use_fire_reset=False,  # as AtariPreprocessing
-        )
-
-    def step_limit(self) -> int | None:
-        """The limit in agent steps (``spec.episode_limit``)."""
-        limit = steps_within(self.max_num_frames_per_episode, self.opts.frame_skip) \
-            if self.max_num_frames_per_episode > 0 else None
-        if self.max_episode_steps is not None:
-            limit = self.max_episode_steps if limit is None else min(limit, self.max_episode_steps)
-        return limit
-
-    def _build_envpool(self, num_envs: int, seeds: list[int]) -> Any:
-        envpool = require("envpool", "envpool", "the envpool Atari engine")
-        opts = self.opts
-        limit = self.step_limit()
-        return envpool.make(
-            envpool_task(self.game),
-            env_type="gymnasium",
-            num_envs=num_envs,
-            batch_size=num_envs,
-            num_threads=self.threads,
-            env_seed=seeds,
-            # EnvPool counts agent steps, noops not included: the frame limit becomes a step limit.
-            max_episode_steps=limit if limit is not None else 2**31 - 1,
-            repeat_action_probability=self.repeat_action_probability,
-            full_action_space=self.full_action_space,
-            img_height=opts.screen_size,
-            img_width=opts.screen_size,
-            gray_scale=opts.grayscale,
-            stack_num=opts.frame_stack,  # padded with the reset frame, as on the python path
-            frame_skip=opts.frame_skip,
-            noop_max=opts.noop_max,  # drawn in [1, noop_max] as AtariPreprocessing; 0 is refused (it crashes)
-            episodic_life=False,
-            reward_clip=False,
-            use_fire_reset=False,
-            use_inter_area_resize=True,
-        )
-
-
-# Engine kind -> (engine class, its group stepper). ale_vector is registered below;
-# envpool by marl_vec.envs.atari.envpool_engine, which the package imports (so this
-# module, its base, never imports it back).
-ENGINE_KINDS: dict[str, tuple[Any, Any]] = {}
-
-
-def make_engine(config: EngineConfig, k: int) -> Any:
-    """The engine of a group of ``k`` slots: :class:`AleEngine` or an EnvPool one."""
-    return ENGINE_KINDS[config.kind][0](config, k)
-
-
-class AleEngine:
-    """One AtariVectorEnv over ``k`` slots, with the per-slot state of our contract."""
-
-    envpool = False
-
-    def __init__(self, config: EngineConfig, k: int):
-        self.config = config
-        self.env = config.build(k)
-        self.ale = self.env.ale
-        self.k = k
-        self.score = np.zeros(k, dtype=np.float64)
-        self.elapsed = np.zeros(k, dtype=np.int64)
-        opts = config.opts
-        frame = opts.frame_shape()
-        # The frame stacks live here, not in the buffer rows: a caller writing into a
-        # copy=False result cannot corrupt the next observation. (ale-py pads a reset
-        # stack with zeros, the python path with the reset frame: the engine gives single frames.)
-        # A ring: each step writes one frame per slot at ``newest`` instead of shifting the
-        # whole stack (a shift of overlapping memory costs numpy a temporary copy).
-        self.ring = np.zeros((k, opts.frame_stack, *frame), dtype=np.uint8)
-        self.newest = opts.frame_stack - 1  # the ring position of every slot's newest frame
-        self.reset_frame = np.zeros((k, *frame), dtype=np.uint8)  # an ended slot's reset frame
-        self.has_reset_frame = np.zeros(k, dtype=bool)
-        self.paddle = np.ones(k, dtype=np.float32)
-        self._started = False
-
-    def reset_slot(self, slot: int, seed: int | None, out: np.ndarray) -> None:
-        """Write slot's reset observation into ``out``: from the frame the engine's
-        autoreset made when the slot just ended and no seed is given, else from a
-        native reset. The stack is padded with the reset frame."""
-        ring = self.ring[slot]
-        if seed is None and self.has_reset_frame[slot]:
-            ring[...] = self.reset_frame[slot]
-        else:
-            ring[...] = self._native_reset(slot, seed)
-        out[...] = ring.reshape(out.shape)  # every frame is the reset frame: the ring's order does not matter
-        self.has_reset_frame[slot] = False
-        self.score[slot] = 0.0
-        self.elapsed[slot] = 0
-
-    def _native_reset(self, slot: int, seed: int | None) -> np.ndarray:
-        """Reset one slot in the engine; its reset frame."""
-        if not self._started:  # the engine's partial resets need one full reset first
-            self.ale.reset(np.arange(self.k, dtype=np.int64), np.full(self.k, -1, dtype=np.int64))
-            self._started = True
-        obs, info = self.ale.reset(np.array([slot], dtype=np.int64),
-                                   np.array([-1 if seed is None else int(seed)], dtype=np.int64))
-        return obs[int(np.flatnonzero(info["env_id"] == slot)[0]), 0]
-
-    def close(self) -> None:
-        self.env.close()
+__all__ = ["ENGINES", "ENGINE_KINDS", "SUPPORTED_AUTORESET", "AleEngine", "AleVectorAtariAdapter", "AleVectorStepper",
+           "EngineConfig", "EngineStepper", "engine_unsupported_reason", "envpool_task", "fastest_engine",
+           "make_ale_vector_atari", "make_engine", "stepper_class"]
 
 
 class AleVectorAtariAdapter(MultiAgentEnv):
@@ -397,146 +202,6 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self.engine, self._alone = None, None
 
 
-def stepper_class(config: EngineConfig) -> type[EngineStepper]:
-    """The group stepper of an engine kind."""
-    return ENGINE_KINDS[config.kind][1]
-
-
-class EngineStepper(GroupStepper):
-    """Owns the group's engine and steps every env of the group in one native call.
-
-    Runs: the engine steps all its slots at once, so a run that is not the whole
-    group (``next_step``/``one_episode`` leave finished envs out) raises; the
-    group refuses those modes at construction (``autoreset_error``). Subclasses
-    implement :meth:`step_group` for their engine.
-    """
-
-    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
-                 engine: Any = None):
-        super().__init__(adapters, rows, block)
-        slots: list[AleVectorAtariAdapter] = list(adapters)  # type: ignore[arg-type]
-        k = len(slots)
-        self.kind = slots[0].config.kind
-        # auto, in a mode the engine cannot serve: the python path, env by env (a rebuilt
-        # adapter, restart_on_error, joins its neighbours there).
-        self.on_python = any(a.python is not None for a in slots)
-        if self.on_python:
-            for adapter in slots:
-                adapter.use_python()
-            self.engine = None
-            return
-        if engine is None:
-            # A rebuilt adapter (restart_on_error) joins the engine its neighbours share.
-            shared = {id(a.engine): a.engine for a in slots if a.engine is not None and not a._private}
-            engine = next(iter(shared.values())) if len(shared) == 1 else None
-            if engine is None or engine.k != k or any(
-                a.engine is engine and a.slot != j for j, a in enumerate(slots)
-            ):
-                configs = {a.config for a in slots}
-                if len(configs) != 1:
-                    raise ValueError(f"the envs of one {slots[0].config.kind} group must have the same options; "
-                                     f"got {len(configs)} kinds")
-                engine = make_engine(slots[0].config, k)
-            for j, adapter in enumerate(slots):
-                adapter._attach(engine, j)
-        self.engine = engine
-        self._actions = block.actions[:, 0]
-        self._obs = block.obs[:, 0]
-        self._reward = block.reward[:, 0]
-        self._terminated = block.terminated[:, 0]
-        self._truncated = block.truncated[:, 0]
-        self._clip = engine.config.opts.clip_rewards
-
-    def steps_single_envs(self) -> bool:
-        return self.on_python
-
-    def autoreset_error(self, mode: str) -> str | None:
-        if mode in SUPPORTED_AUTORESET or self.on_python:
-            return None
-        if all(a.fallback is not None for a in self.adapters):  # auto: the python path serves it
-            self.engine.close()
-            for adapter in self.adapters:
-                adapter.use_python()  # type: ignore[attr-defined]
-            self.on_python = True
-            return None
-        why = ("it needs per-env snapshots, which the engine does not expose" if mode == "fast"
-               else "it leaves finished envs out of a step, and the engine steps every env of its group in one call")
-        return (f"autoreset={mode!r} is not supported by the {self.kind} Atari engine: {why}; "
-                f"allowed: {', '.join(SUPPORTED_AUTORESET)}, or set engine: python")
-
-    def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        if self.on_python:
-            GroupStepper.step(self, first, stop, infos)
-            return
-        if first != 0 or stop != self.engine.k:
-            self.failed_at = first
-            raise RuntimeError(self.autoreset_error("next_step"))
-        self.step_group(infos)
-
-    def step_group(self, infos: list[dict[str, Any]]) -> None:
-        """Step every env of the group; writes what the adapters' ``step`` would, ``infos`` included."""
-        raise NotImplementedError
-
-
-class AleVectorStepper(EngineStepper):
-    """Steps a group's :class:`AleEngine` (ale-py's ``AtariVectorEnv``) whole."""
-
-    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
-                 engine: AleEngine | None = None):
-        super().__init__(adapters, rows, block, engine)
-        if self.on_python:
-            return
-        engine = self.engine
-        self._send, self._recv = engine.ale.send, engine.ale.recv
-        self._limit = engine.config.max_episode_steps
-        self._action_buffer = np.zeros(engine.k, dtype=np.int32)
-        self._done = np.zeros(engine.k, dtype=bool)
-        self._at_limit = np.zeros(engine.k, dtype=bool)
-        self._stack_size = engine.config.opts.frame_stack
-        self._obs_stack = self._obs.reshape(engine.ring.shape)  # the rows with the stack axis
-        assert np.shares_memory(self._obs_stack, self._obs), "the rows' stack view must not be a copy"
-
-    def step_group(self, infos: list[dict[str, Any]]) -> None:
-        engine = self.engine
-        actions = self._action_buffer
-        np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
-        self._send(actions, engine.paddle)
-        obs, reward, terminated, truncated, info = self._recv()
-        frames, ring = obs[:, 0], engine.ring
-        newest = engine.newest = (engine.newest + 1) % self._stack_size
-        ring[:, newest] = frames
-        engine.score += reward
-        if self._clip:
-            np.sign(reward, out=self._reward, casting="unsafe")
-        else:
-            self._reward[...] = reward
-        self._terminated[...] = terminated
-        done = self._done
-        if self._limit is not None:
-            engine.elapsed += 1
-            np.greater_equal(engine.elapsed, self._limit, out=self._at_limit)
-            np.logical_or(truncated, self._at_limit, out=self._truncated)
-        else:
-            self._truncated[...] = truncated
-        np.logical_or(terminated, truncated, out=done)  # ale_vector reset these slots itself
-        engine.has_reset_frame.fill(False)
-        if np.count_nonzero(done):
-            ended = np.flatnonzero(done)
-            engine.reset_frame[ended] = frames[ended]
-            engine.has_reset_frame[ended] = True
-            ring[ended, newest] = info["final_obs"][ended, 0]  # the step's frame; the reset one waits for reset()
-        # Oldest frame first: the ring after the newest, then the ring up to it.
-        older = self._stack_size - 1 - newest
-        self._obs_stack[:, :older] = ring[:, newest + 1:]
-        self._obs_stack[:, older:] = ring[:, :newest + 1]
-        infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
-
-
-def envpool_task(game: str) -> str:
-    """EnvPool's id of an ALE ROM name: ``space_invaders`` -> ``SpaceInvaders-v5``."""
-    return "".join(part.capitalize() for part in game.split("_")) + "-v5"
-
-
 def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "ale_vector",
                           fallback: Callable[[], MultiAgentEnv] | None = None, **kwargs: Any) -> AleVectorAtariAdapter:
     """An ``ALE/...`` game on the ale_vector engine, preprocessed (``preprocess=True`` implied).
@@ -584,6 +249,3 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "a
         if config.kind == "envpool" and envpool_task(game) not in envpool.list_all_envs():
             raise ValueError(f"EnvPool has no Atari game {envpool_task(game)!r} for {env_id!r}; use engine: ale_vector or python")
     return AleVectorAtariAdapter(config, fallback=fallback)
-
-
-ENGINE_KINDS["ale_vector"] = (AleEngine, AleVectorStepper)

@@ -25,7 +25,8 @@ at the first reset, and again at each seeded reset of slot 0 (the group seeds
 slot 0 first, then slot j with ``seed + j``); reseeding one env alone raises.
 EnvPool counts the episode limit itself (``max_episode_steps``, agent steps).
 
-May import: numpy, envpool (via the config's ``build``), ``marl_vec.envs.atari.engine``.
+May import: numpy, envpool (via the config's ``build``), ``marl_vec.envs.atari.engine_config``,
+``marl_vec.envs.atari.engine_stepper``.
 
 Example:
     >>> fn = lambda: make_atari("ALE/Pong-v5", preprocess=True, engine="envpool", engine_threads=2)
@@ -43,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.atari.engine import ENGINE_KINDS, EngineConfig, EngineStepper
+from marl_vec.envs.atari.engine_config import EngineConfig
+from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper
 from marl_vec.envs.base import MultiAgentEnv
 
 # EnvPool's raw calls take and return arrays by these names (EnvPool 1.2).
