@@ -48,6 +48,10 @@ Example:
     >>> terminated.shape, infos
     ((3,), {})
     >>> envs.close()
+
+This module is the face itself; what it translates is in
+:mod:`~marl_vec.compat.gym_batching` (observations, actions, infos) and
+:mod:`~marl_vec.compat.gym_spaces` (which spaces it reports, and which sub-envs it refuses).
 """
 
 from __future__ import annotations
@@ -61,10 +65,16 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
 from marl_vec import spaces
+from marl_vec.compat.gym_batching import (_batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
+                                          final_obs_of, gym_batch, object_column)
+from marl_vec.compat.gym_spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
+                                        action_space_of, observation_space_of)
 from marl_vec.episode import AutoresetMode
-from marl_vec.group import ENV_EPISODE_KEY
-from marl_vec.spec import EnvSpec, ObjectAction, SpecMismatchError, TreeAction
+from marl_vec.spec import ObjectAction, SpecMismatchError, TreeAction
 from marl_vec.vec.base import VecEnv
+
+__all__ = ["GymVectorEnv", "AUTORESET_MODES", "observation_space_of", "action_space_of", "agent_zero", "final_obs_of",
+           "gym_batch", "object_column"]
 
 # marl_vec autoreset mode -> gymnasium's. one_episode has no gymnasium equivalent.
 AUTORESET_MODES: dict[AutoresetMode, GymAutoresetMode] = {
@@ -73,24 +83,6 @@ AUTORESET_MODES: dict[AutoresetMode, GymAutoresetMode] = {
     AutoresetMode.NEXT_STEP: GymAutoresetMode.NEXT_STEP,
     AutoresetMode.DISABLED: GymAutoresetMode.DISABLED,
 }
-
-# Keys marl_vec's EnvGroup adds to a step's info; everything else is the env's own.
-_GROUP_KEYS = frozenset(("episode", "reset_info", ENV_EPISODE_KEY))
-
-
-def observation_space_of(spec: EnvSpec, native: Any = None) -> gymnasium.spaces.Space:
-    """One agent's observation space: the native env's when it matches the spec, else the spec's."""
-    own = spec.single_agent_observation_space
-    if isinstance(native, gymnasium.spaces.Space) and (
-        native == own or (not spec.obs_is_tree and native.shape == spec.obs_shape and native.dtype == spec.obs_dtype)
-    ):
-        return native
-    return own
-
-
-def action_space_of(spec: EnvSpec) -> gymnasium.spaces.Space:
-    """One agent's action space, as marl_vec takes it (Discrete keeps its ``start``)."""
-    return spec.single_agent_action_space
 
 
 class GymVectorEnv(gymnasium.vector.VectorEnv):
@@ -405,163 +397,3 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
                 f"got reset_mask={mask}"
             )
         return mask
-
-
-def agent_zero(tree: Any) -> Any:
-    """The agent axis squeezed, leaf by leaf: (E, 1, ...) views -> (E, ...) views."""
-    if isinstance(tree, np.ndarray):
-        return tree[:, 0]
-    return spaces.tree_map(lambda a: a[:, 0], tree)
-
-
-def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool) -> Any:
-    """Env ``env``'s final observation as the env itself returned it (SyncVectorEnv's
-    ``infos["final_obs"][env]``): Python ints for Discrete leaves, dicts / tuples for
-    Dict / Tuple, arrays elsewhere (copied when ``copy``: the buffers are reused).
-
-    Example:
-        >>> space = gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(32), gymnasium.spaces.Box(0, 1, (2,))))
-        >>> final_obs_of(space, (np.array([[7]]), np.zeros((1, 1, 2), np.float32)), 0, copy=False)
-        (7, array([0., 0.], dtype=float32))
-    """
-    if isinstance(space, gymnasium.spaces.Dict):
-        return {key: final_obs_of(child, tree[key], env, copy) for key, child in space.spaces.items()}
-    if isinstance(space, gymnasium.spaces.Tuple):
-        return tuple(final_obs_of(child, tree[i], env, copy) for i, child in enumerate(space.spaces))
-    value = tree[env, 0]
-    if isinstance(space, gymnasium.spaces.Discrete):
-        return value.item()
-    if spaces.is_object_leaf(space):  # the value itself; a later step replaces it, never changes it
-        return value
-    return value.copy() if copy else value
-
-
-def gym_batch(space: gymnasium.spaces.Space, tree: Any) -> Any:
-    """A tree of (E, ...) arrays of ``space``'s structure as gymnasium batches it: object
-    leaves (Text, Graph, Sequence, OneOf, custom spaces) as a tuple of per-env values.
-
-    >>> gym_batch(gymnasium.spaces.Text(4), np.array(["ab", "c"], dtype=object))
-    ('ab', 'c')
-    """
-    if isinstance(space, gymnasium.spaces.Dict):
-        return {key: gym_batch(child, tree[key]) for key, child in space.spaces.items()}
-    if isinstance(space, gymnasium.spaces.Tuple):
-        return tuple(gym_batch(child, tree[i]) for i, child in enumerate(space.spaces))
-    if spaces.is_object_leaf(space):
-        return tuple(tree)
-    return tree
-
-
-def object_column(values: Sequence[Any]) -> np.ndarray:
-    """Per-env values as an (E, 1) object array, each value kept as it is."""
-    out = np.empty((len(values), 1), dtype=object)
-    for i, value in enumerate(values):
-        out[i, 0] = value
-    return out
-
-
-def _venv_tree(space: gymnasium.spaces.Space, batched: Any, n: int) -> Any:
-    """Batched actions of ``space``'s structure (leaves (n, ...) arrays; object leaves
-    n values) as the VecEnv's tree of (n, 1, ...) arrays."""
-    if isinstance(space, gymnasium.spaces.Dict):
-        return {key: _venv_tree(child, batched[key], n) for key, child in space.spaces.items()}
-    if isinstance(space, gymnasium.spaces.Tuple):
-        return tuple(_venv_tree(child, batched[i], n) for i, child in enumerate(space.spaces))
-    if spaces.is_object_leaf(space):
-        return object_column(list(batched))
-    return batched.reshape(n, 1, *batched.shape[1:])
-
-
-def _batched_leaves(space: gymnasium.spaces.Space, actions: Any, n: int) -> Any:
-    """``actions`` as a tree of arrays of ``space``'s structure with ``n`` rows each, or
-    None when it is not one (wrong structure or row count)."""
-    if isinstance(space, gymnasium.spaces.Dict):
-        if not isinstance(actions, dict) or set(actions) != set(space.spaces):
-            return None
-        out = {key: _batched_leaves(child, actions[key], n) for key, child in space.spaces.items()}
-        return None if any(v is None for v in out.values()) else out
-    if isinstance(space, gymnasium.spaces.Tuple):
-        if not isinstance(actions, tuple) or len(actions) != len(space.spaces):
-            return None
-        items = tuple(_batched_leaves(child, a, n) for child, a in zip(space.spaces, actions))
-        return None if any(v is None for v in items) else items
-    if spaces.is_object_leaf(space):  # a tuple of per-env values, as batch_space's Tuple samples
-        return actions if isinstance(actions, (tuple, list)) and len(actions) == n else None
-    if not isinstance(actions, np.ndarray) or actions.shape != (n, *(space.shape or ())):
-        return None
-    return actions
-
-
-def _attr_or_none(venv: VecEnv, name: str, indices: list[int] | None = None) -> list[Any]:
-    """``venv.get_attr(name)``, or Nones for adapters without it (each backend wraps the error its own way)."""
-    n = venv.num_envs if indices is None else len(indices)
-    try:
-        return venv.get_attr(name, indices=indices)
-    except Exception:  # noqa: BLE001 - AttributeError here, wrapped by subproc/ray
-        return [None] * n
-
-
-def _native_action_space(spec: EnvSpec, native: Any) -> gymnasium.spaces.Space:
-    """Env 0's own action space where it is the one the spec was made from, else one made from the spec."""
-    own = action_space_of(spec)
-    if isinstance(native, gymnasium.spaces.Space) and native == own:
-        return native
-    # gymnasium's MultiBinary compares ``n`` as given: MultiBinary(3) != MultiBinary((3,))
-    if isinstance(native, gymnasium.spaces.MultiBinary) and isinstance(own, gymnasium.spaces.MultiBinary) \
-            and native.shape == own.shape:
-        return native
-    if isinstance(native, gymnasium.spaces.Discrete) and spec.discrete and int(native.n) == spec.n_actions:
-        return native
-    if isinstance(native, gymnasium.spaces.Box) and not spec.discrete and native.shape == spec.action_shape:
-        return native
-    return action_space_of(spec)
-
-
-def _check_same(spaces: list[Any], what: str) -> None:
-    """SyncVectorEnv refuses sub-envs whose spaces differ from env 0's (Box bounds included)."""
-    single = spaces[0]
-    for i, space in enumerate(spaces):
-        if space is not None and space != single:
-            raise RuntimeError(_differ_message(what, "same", single, space, i))
-
-
-def _differ_message(what: str, observation_mode: Any, single: Any, space: Any, index: int) -> str:
-    """SyncVectorEnv's words for sub-env ``index`` whose space differs from env 0's
-    (so that code matching gymnasium's message matches ours), with the env named."""
-    if what == "action":
-        return (f"Sub-environment action space doesn't make the `single_action_space`, action_space={space}, "
-                f"single_action_space={single} (sub-environment {index})")
-    if observation_mode == "same":
-        return (f"GymVectorEnv as SyncVectorEnv(..., observation_mode='same') however the sub-environments "
-                f"observation spaces are not equivalent. single_observation_space={single}, sub-environment "
-                f"{index} observation_space={space}. If this is intentional, use `observation_mode='different'` "
-                f"instead.")
-    return (f"GymVectorEnv as SyncVectorEnv(..., observation_mode='different' or custom space) however the "
-            f"sub-environments observation spaces do not share a common shape and dtype, "
-            f"single_observation_space={single}, sub-environment {index} observation space={space}")
-
-
-def _mismatch_as_gymnasium(err: SpecMismatchError, observation_mode: Any) -> RuntimeError:
-    """A VecEnv's refusal of envs with different specs as SyncVectorEnv's RuntimeError."""
-    if err.field == "action":
-        first, other = err.first.single_agent_action_space, err.other.single_agent_action_space
-        return RuntimeError(_differ_message("action", observation_mode, first, other, err.index) + f"; {err}")
-    first, other = err.first.single_agent_observation_space, err.other.single_agent_observation_space
-    return RuntimeError(_differ_message("observation", observation_mode, first, other, err.index) + f"; {err}")
-
-
-def _env_info(info: dict[str, Any]) -> dict[str, Any]:
-    """A step's info as the env gave it: marl_vec's keys removed, the env's own ``"episode"`` restored."""
-    if not _GROUP_KEYS.intersection(info):
-        return info
-    env_info = {k: v for k, v in info.items() if k not in _GROUP_KEYS}
-    if ENV_EPISODE_KEY in info:
-        env_info["episode"] = info[ENV_EPISODE_KEY]
-    return env_info
-
-
-def _gym_episode(summary: dict[str, Any]) -> dict[str, Any]:
-    """marl_vec's episode summary in RecordEpisodeStatistics' names (``r``, ``l``) plus family stats."""
-    out = {"r": float(summary["return"]), "l": int(summary["length"])}
-    out.update({k: v for k, v in summary.items() if k not in ("return", "length", "agent_returns")})
-    return out

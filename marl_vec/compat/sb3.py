@@ -40,14 +40,8 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from marl_vec.compat.gym_vector import (
-    _attr_or_none,
-    _env_info,
-    _native_action_space,
-    agent_zero,
-    final_obs_of,
-    observation_space_of,
-)
+from marl_vec.compat.gym_batching import _env_info, agent_zero, final_obs_of
+from marl_vec.compat.gym_spaces import _attr_or_none, _native_action_space, observation_space_of
 from marl_vec.spec import TreeAction
 from marl_vec.vec.base import VecEnv as MarlVecEnv
 from marl_vec.vec.dummy import DummyVecEnv as MarlDummyVecEnv
