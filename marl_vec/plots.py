@@ -24,13 +24,18 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     >>> moving_average([1.0, 3.0, 5.0, 7.0], 2).tolist()
     [1.0, 2.0, 4.0, 6.0]
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    x = np.asarray(values, dtype=np.float64)
+    x = _series(values, window)
     sums = np.cumsum(np.concatenate([[0.0], x]))
     idx = np.arange(1, len(x) + 1)
     lo = np.maximum(idx - window, 0)
     return (sums[idx] - sums[lo]) / (idx - lo)
+
+
+def _series(values: Sequence[float], window: int) -> np.ndarray:
+    """``values`` as float64 numbers, once ``window`` is known to be a valid window."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    return np.asarray(values, dtype=np.float64)
 
 
 def moving_std(values: Sequence[float], window: int) -> np.ndarray:
@@ -39,9 +44,7 @@ def moving_std(values: Sequence[float], window: int) -> np.ndarray:
     >>> moving_std([1.0, 3.0, 5.0, 9.0], 2).tolist()
     [0.0, 1.0, 1.0, 2.0]
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    x = np.asarray(values, dtype=np.float64)
+    x = _series(values, window)
     mean = moving_average(x, window)
     mean_of_squares = moving_average(x * x, window)
     return np.sqrt(np.maximum(mean_of_squares - mean * mean, 0.0))

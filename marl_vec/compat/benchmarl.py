@@ -39,15 +39,14 @@ import os
 import re
 from typing import Any, Callable, Mapping
 
+from marl_vec.envs.extras import missing_extra_message
+
 try:
     from benchmarl.environments.common import TaskClass
     from torchrl.data import Composite
     from torchrl.envs import EnvBase
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        f"benchmarl is needed for MarlVecTask but cannot be imported ({exc}); "
-        "install it with: pip install 'marl_vec[benchmarl]'"
-    ) from exc
+    raise ImportError(missing_extra_message("benchmarl", "benchmarl", "MarlVecTask", exc)) from exc
 
 from marl_vec.config import Config, load_config, make_from_config
 from marl_vec.compat.torchrl import TorchRLEnv

@@ -42,6 +42,7 @@ import numpy as np
 
 from marl_vec.compat.gym_batching import _env_info, agent_zero, final_obs_of
 from marl_vec.compat.gym_spaces import _attr_or_none, _native_action_space, observation_space_of
+from marl_vec.envs.extras import missing_extra_message
 from marl_vec.spec import TreeAction
 from marl_vec.vec.base import VecEnv as MarlVecEnv
 from marl_vec.vec.dummy import DummyVecEnv as MarlDummyVecEnv
@@ -51,10 +52,7 @@ try:
     from stable_baselines3.common.vec_env import VecEnv as SB3BaseVecEnv
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        f"stable_baselines3 is needed for SB3VecEnv but cannot be imported ({exc}); "
-        "install it with: pip install 'marl_vec[sb3]'"
-    ) from exc
+    raise ImportError(missing_extra_message("stable_baselines3", "sb3", "SB3VecEnv", exc)) from exc
 
 
 class SB3VecEnv(SB3BaseVecEnv):

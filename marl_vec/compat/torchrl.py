@@ -47,16 +47,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from marl_vec.envs.extras import missing_extra_message
+
 try:
     import torch
     from tensordict import TensorDict, TensorDictBase
     from torchrl.data import Bounded, Categorical, Composite, Unbounded
     from torchrl.envs import EnvBase
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        f"torchrl is needed for TorchRLEnv but cannot be imported ({exc}); "
-        "install it with: pip install 'marl_vec[torchrl]'"
-    ) from exc
+    raise ImportError(missing_extra_message("torchrl", "torchrl", "TorchRLEnv", exc)) from exc
 
 from marl_vec.episode import AutoresetMode
 from marl_vec.spec import ContinuousAction, EnvSpec

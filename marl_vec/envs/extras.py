@@ -29,6 +29,15 @@ def require(module: str, extra: str | None, what: str = "") -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        for_what = f" for {what}" if what else ""
-        hint = f"pip install 'marl_vec[{extra}]'" if extra else "pip install marl_vec"
-        raise MissingExtraError(f"{module} is needed{for_what} but cannot be imported ({exc}); install it with: {hint}") from exc
+        raise MissingExtraError(missing_extra_message(module, extra, what, exc)) from exc
+
+
+def missing_extra_message(module: str, extra: str | None, what: str, exc: ImportError) -> str:
+    """What to say when ``module`` cannot be imported: what needs it, and the pip extra that installs it.
+
+    >>> missing_extra_message("torchrl", "torchrl", "TorchRLEnv", ImportError("No module named 'torchrl'"))
+    "torchrl is needed for TorchRLEnv but cannot be imported (No module named 'torchrl'); install it with: pip install 'marl_vec[torchrl]'"
+    """
+    for_what = f" for {what}" if what else ""
+    hint = f"pip install 'marl_vec[{extra}]'" if extra else "pip install marl_vec"
+    return f"{module} is needed{for_what} but cannot be imported ({exc}); install it with: {hint}"

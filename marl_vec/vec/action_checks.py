@@ -95,8 +95,7 @@ class LeafCheck:
             self._multi_binary(actions, mask, env_ids)
 
     def _box(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
-        if actions.dtype.kind not in "fiu":
-            raise ValueError(f"continuous actions must be numbers, got dtype {actions.dtype}")
+        _check_kind(actions, "fiu", "continuous actions must be numbers")
         axes = tuple(range(2, actions.ndim))
         outside = (actions < self.low) | (actions > self.high) | ~np.isfinite(actions)
         if self.checked is not None:
@@ -117,8 +116,7 @@ class LeafCheck:
     def _discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None,
                   env_ids: Sequence[int] | None) -> None:
         """Raise for the first live agent whose action is out of range or unavailable."""
-        if actions.dtype.kind not in "iu":
-            raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
+        _check_kind(actions, "iu", "discrete actions must be integers")
         action = self.action
         assert isinstance(action, DiscreteAction)
         n, start = action.n_actions, action.start
@@ -138,8 +136,7 @@ class LeafCheck:
 
     def _multi_discrete(self, actions: np.ndarray, mask: np.ndarray, avail: np.ndarray | None,
                         env_ids: Sequence[int] | None) -> None:
-        if actions.dtype.kind not in "iu":
-            raise ValueError(f"MultiDiscrete actions must be integers, got dtype {actions.dtype}")
+        _check_kind(actions, "iu", "MultiDiscrete actions must be integers")
         action = self.action
         assert isinstance(action, MultiDiscreteAction)
         offset = actions.astype(np.int64) - self.start  # value - start, per component
@@ -179,10 +176,21 @@ class LeafCheck:
                                  f"action space {space}")
 
     def _multi_binary(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
-        if actions.dtype.kind not in "iub":
-            raise ValueError(f"MultiBinary actions must be 0/1 integers or bools, got dtype {actions.dtype}")
+        _check_kind(actions, "iub", "MultiBinary actions must be 0/1 integers or bools")
         E, A = actions.shape[:2]
         bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
         if bad.any():
             e, a, where = self._first_bad(bad, env_ids)
             raise ValueError(f"{self.what} {actions[e, a].tolist()} {where} is not binary; allowed: 0 and 1")
+
+
+def _check_kind(actions: np.ndarray, kinds: str, must_be: str) -> None:
+    """Refuse actions whose dtype kind is not one of ``kinds``; ``must_be`` says what they must be.
+
+    >>> _check_kind(np.zeros(2), "iu", "discrete actions must be integers")
+    Traceback (most recent call last):
+    ...
+    ValueError: discrete actions must be integers, got dtype float64
+    """
+    if actions.dtype.kind not in kinds:
+        raise ValueError(f"{must_be}, got dtype {actions.dtype}")

@@ -160,6 +160,13 @@ class AsyncPool:
             for held in self._pool_held:
                 held.clear()
 
+    def _check_idle(self, call: str) -> None:
+        """Before a synchronous call (:meth:`VecEnv._check_idle`): pool steps in flight
+        finish first; their results are dropped."""
+        self._check_open()
+        self._pool_drain()
+        super()._check_idle(call)  # type: ignore[misc]  # VecEnv's, after this mixin
+
     def _pool_check(self, call: str) -> None:
         self._check_open()
         self._pool_check_usable()

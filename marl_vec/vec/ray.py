@@ -274,11 +274,6 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
         self._pool_restart()
         return infos
 
-    def _check_idle(self, call: str) -> None:
-        self._check_open()
-        self._pool_drain()  # pool steps in flight finish first; their results are dropped
-        super()._check_idle(call)
-
     def _per_actor(self, method: str, indices: list[int], *args: Any, values: list[Any] | None = None) -> list[Any]:
         by_actor = self._owner(indices)
         workers = sorted(by_actor)

@@ -212,11 +212,6 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self._pool_restart()
         return infos
 
-    def _check_idle(self, call: str) -> None:
-        self._check_open()
-        self._pool_drain()  # pool steps in flight finish first; their results are dropped
-        super()._check_idle(call)
-
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
         return self._ordered(indices, "call", lambda local: (name, args, kwargs, local))
 

@@ -195,16 +195,11 @@ class SmacFeatures:
 
     def _write_state(self, a: UnitSlots, e: UnitSlots, last_action: np.ndarray, map_size: tuple[float, float]) -> None:
         # Uses the health and shield fractions _write_obs left in self._frac.
-        map_x, map_y = map_size
-        cx, cy = map_x / 2, map_y / 2
         f = self._st_ally
         alive = a.alive
         np.multiply(self._frac["ahp"], alive, out=f[:, 0], casting="unsafe")
         np.multiply(a.cooldown, alive, out=f[:, 1], casting="unsafe")
-        for col, coord, c, size in ((2, a.x, cx, map_x), (3, a.y, cy, map_y)):
-            np.subtract(coord, c, out=self._frac["acd"])
-            self._frac["acd"] /= size
-            np.multiply(self._frac["acd"], alive, out=f[:, col], casting="unsafe")
+        _write_centred(f, 2, a, alive, map_size, self._frac["acd"])
         b = 4
         if self.shield_ally:
             np.multiply(self._frac["ash"], alive, out=f[:, 4], casting="unsafe")
@@ -213,10 +208,7 @@ class SmacFeatures:
             np.multiply(a.onehot[:, :self.type_bits], alive[:, None], out=f[:, b:b + self.type_bits], casting="unsafe")
         f, ealive = self._st_enemy, e.alive
         np.multiply(self._frac["ehp"], ealive, out=f[:, 0], casting="unsafe")
-        for col, coord, c, size in ((1, e.x, cx, map_x), (2, e.y, cy, map_y)):
-            np.subtract(coord, c, out=self._frac["esh"])
-            self._frac["esh"] /= size
-            np.multiply(self._frac["esh"], ealive, out=f[:, col], casting="unsafe")
+        _write_centred(f, 1, e, ealive, map_size, self._frac["esh"])
         b = 3
         if self.shield_enemy:
             self._fraction(e.shield, e.shield_max, self._frac["esh"])
@@ -226,3 +218,14 @@ class SmacFeatures:
             np.multiply(e.onehot[:, :self.type_bits], ealive[:, None], out=f[:, b:b + self.type_bits], casting="unsafe")
         if self.state_last_action:
             self._st_last[:] = last_action.reshape(-1)
+
+
+def _write_centred(out: np.ndarray, col: int, units: UnitSlots, alive: np.ndarray, map_size: tuple[float, float],
+                   scratch: np.ndarray) -> None:
+    """Units' x and y from the map's centre, in map sizes, zero where dead, into ``out[:, col]`` and
+    ``out[:, col + 1]`` (the state's position features, the same for allies and enemies)."""
+    map_x, map_y = map_size
+    for c, coord, centre, size in ((col, units.x, map_x / 2, map_x), (col + 1, units.y, map_y / 2, map_y)):
+        np.subtract(coord, centre, out=scratch)
+        scratch /= size
+        np.multiply(scratch, alive, out=out[:, c], casting="unsafe")
