@@ -26,7 +26,8 @@ import yaml  # noqa: E402
 from marl_vec.config import (  # noqa: E402
     DEFAULT_CONFIG, Config, ConfigError, load_config, make_from_config, resolve_config_path, shipped_configs,
 )
-from marl_vec.envs.registry import FAMILIES, MissingExtraError  # noqa: E402
+from marl_vec.envs.registry import FAMILIES  # noqa: E402
+from marl_vec.errors import SetupError, WorkerError  # noqa: E402
 
 EXIT_INTERRUPTED = 130  # what shells report for a command ended by SIGINT (128 + 2)
 
@@ -298,12 +299,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def setup_error(exc: BaseException) -> BaseException | None:
+    """The error to show as one line, if ``exc`` is one: a config error, or a
+    :class:`SetupError` (missing extra, unknown env id or option, game not
+    installed) raised here or in a worker process (:attr:`WorkerError.cause`)."""
+    if isinstance(exc, SetupError):  # ConfigError is one
+        return exc
+    if isinstance(exc, WorkerError) and exc.cause is not None:
+        return exc.cause
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, MissingExtraError) as exc:
-        print(f"marl-vec: {exc}", file=sys.stderr)
+    except (SetupError, WorkerError) as exc:
+        shown = setup_error(exc)
+        if shown is None:  # an env failed in a worker: its traceback is what helps
+            raise
+        print(f"marl-vec: {shown}", file=sys.stderr)
         return 2
     except _Interrupted:  # the command printed what ran
         return EXIT_INTERRUPTED

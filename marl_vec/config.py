@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from marl_vec.envs.registry import FAMILIES, make_env_fn
+from marl_vec.errors import SetupError
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.factory import make_vec
 
@@ -38,7 +39,7 @@ State = Literal["auto", "env", "concat", "none"]
 assert set(Family.__args__) == set(FAMILIES)  # type: ignore[attr-defined]
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """A config that cannot be loaded; the message names the key and what is allowed."""
 
 

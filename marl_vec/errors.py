@@ -16,6 +16,23 @@ Example:
 from __future__ import annotations
 
 
+class SetupError(Exception):
+    """Mixin of the errors that mean "what was asked for cannot be made here".
+
+    A missing extra, an unknown env id, an option the env does not take, a bad
+    config, a game not installed: the message says what to change, and a traceback
+    would add nothing. ``marl-vec`` prints such an error as one line with status 2,
+    also when a worker process raised it (:attr:`WorkerError.cause`). Each one
+    also derives from the builtin error it always was (``ImportError``,
+    ``ValueError``, ``TypeError``, ``FileNotFoundError``).
+
+    Example:
+        >>> class BadOption(SetupError, TypeError): ...
+        >>> isinstance(BadOption("no option 'NN'"), TypeError)
+        True
+    """
+
+
 class WorkerError(RuntimeError):
     """A command failed in a worker process (an env raised, or the worker broke).
 
@@ -25,6 +42,9 @@ class WorkerError(RuntimeError):
         env_index: global index of the env that raised, or None when not one env's fault.
         error: ``repr`` of the original exception (or what went wrong).
         traceback_text: the original traceback, formatted in the worker.
+        cause: the original exception itself, when it is a :class:`SetupError`
+            (a worker sends those whole, so that the caller can show just their
+            message); else None.
     """
 
     def __init__(
@@ -32,9 +52,13 @@ class WorkerError(RuntimeError):
         command: str,
         worker: int,
         env_index: int | None,
-        error: str,
+        error: str | BaseException,
         traceback_text: str = "",
     ):
+        # A worker sends a SetupError itself in place of its repr (worker.encode_error).
+        self.cause = error if isinstance(error, SetupError) else None
+        if isinstance(error, BaseException):
+            error = repr(error)
         self.command = command
         self.worker = worker
         self.env_index = env_index
@@ -47,7 +71,8 @@ class WorkerError(RuntimeError):
         super().__init__(message)
 
     def __reduce__(self):  # picklable, so a caller may send it on
-        return (type(self), (self.command, self.worker, self.env_index, self.error, self.traceback_text))
+        error = self.cause if self.cause is not None else self.error
+        return (type(self), (self.command, self.worker, self.env_index, error, self.traceback_text))
 
 
 class WorkerDiedError(WorkerError):

@@ -65,5 +65,8 @@ def test_backend_options_on_the_wrong_backend_fail():
 
 
 def test_bad_env_id_fails_naming_it():
-    with pytest.raises(ImportError, match=r"mpe2.simple_sprd_v3 is needed .*pip install 'marl_vec\[pettingzoo\]'"):
+    """The package imports, the module does not: a typo, not a missing extra (the CLI's view: test_cli_errors.py)."""
+    with pytest.raises(ValueError, match=r"^no env 'mpe2.simple_sprd_v3' in mpe2; close matches: mpe2.simple_spread_v3"):
         mv.make({"env": {"family": "pettingzoo", "id": "mpe2.simple_sprd_v3"}})
+    with pytest.raises(ImportError, match=r"no_such_pkg.env_v1 is needed .*pip install 'marl_vec\[pettingzoo\]'"):
+        mv.make({"env": {"family": "pettingzoo", "id": "no_such_pkg.env_v1"}})

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from marl_vec.envs.butterfly_screen import ScreenAdapter, screen_path_applies
-from marl_vec.envs.extras import require
+from marl_vec.envs.extras import UnknownEnvError, import_env_module
 from marl_vec.envs.magent_engine import MAgentAdapter, engine_path_applies
 from marl_vec.envs.pettingzoo import PettingZooAdapter
 
@@ -37,7 +37,7 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
     ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
     """
-    module = require(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
+    module = import_env_module(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
     if not hasattr(module, "parallel_env"):
-        raise ValueError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
+        raise UnknownEnvError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
     return pettingzoo_adapter(module.parallel_env(**kwargs))

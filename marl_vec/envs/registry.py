@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from marl_vec.envs.base import MultiAgentEnv
-from marl_vec.envs.extras import MissingExtraError, require
+from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
+from marl_vec.errors import SetupError
 
-__all__ = ["FAMILIES", "Family", "MissingExtraError", "as_adapter", "family", "make_env", "make_env_fn", "require"]
+__all__ = ["FAMILIES", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "as_adapter", "family",
+           "make_env", "make_env_fn", "require"]
+
+
+class EnvOptionsError(SetupError, TypeError):
+    """The env refused an option of ``env.kwargs`` (a misspelt or unknown keyword)."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,32 @@ def family(name: str) -> Family:
 
 
 def make_env(family_name: str, env_id: str, **kwargs: Any) -> MultiAgentEnv:
-    """Build one adapter of ``family_name`` for ``env_id``."""
+    """Build one adapter of ``family_name`` for ``env_id``.
+
+    An id the family's library does not know raises :class:`UnknownEnvError`, and a
+    keyword the env does not take :class:`EnvOptionsError`: both name what to change.
+    """
     fam = family(family_name)
     module = importlib.import_module(fam.module)
-    return getattr(module, fam.factory)(env_id, **kwargs)
+    try:
+        return getattr(module, fam.factory)(env_id, **kwargs)
+    except SetupError:
+        raise
+    except TypeError as exc:
+        refused = [k for k in kwargs if re.search(rf"(?<!\w){re.escape(k)}(?!\w)", str(exc))]
+        if not refused:  # not about the options: a bug, whose traceback matters
+            raise
+        raise EnvOptionsError(f"{family_name} env {env_id!r} does not take env.kwargs {', '.join(refused)}: {exc}") from exc
+    except Exception as exc:
+        if _unknown_gymnasium_id(exc):
+            raise UnknownEnvError(f"no env {env_id!r} in gymnasium's registry: {exc}") from exc
+        raise
+
+
+def _unknown_gymnasium_id(exc: Exception) -> bool:
+    """gymnasium.make's NameNotFound, VersionNotFound, NamespaceNotFound or DeprecatedEnv (gym and atari ids)."""
+    errors = sys.modules.get("gymnasium.error")
+    return errors is not None and isinstance(exc, (errors.UnregisteredEnv, errors.DeprecatedEnv))
 
 
 def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = None) -> Callable[[], MultiAgentEnv]:

@@ -36,6 +36,8 @@ import traceback
 from array import array
 from typing import Any, Sequence
 
+from marl_vec.errors import SetupError
+
 STEP = b"s"
 POOL_STEP = b"p"
 OK_EMPTY = b""
@@ -58,9 +60,19 @@ def encode_ok(payload: Any) -> bytes:
 
 
 def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:
-    """An error as plain strings: the exception object may not pickle, its traceback never does."""
+    """An error as plain strings: the exception object may not pickle, its traceback never does.
+
+    A :class:`~marl_vec.errors.SetupError` (a missing extra, an unknown env id, ...)
+    goes whole in place of its repr, when it pickles, so the caller can show its
+    message alone (``WorkerError.cause``).
+    """
     env_index = getattr(exc, "marl_vec_env_index", default_env)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if isinstance(exc, SetupError):
+        try:
+            return pickle.dumps(("error", (env_index, exc, text)), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an unpicklable argument: its repr still says what failed
+            pass
     return pickle.dumps(("error", (env_index, repr(exc), text)), protocol=pickle.HIGHEST_PROTOCOL)
 
 

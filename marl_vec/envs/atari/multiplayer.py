@@ -28,7 +28,7 @@ from marl_vec.buffers import RowViews
 from marl_vec.envs.atari.chain import Preprocessing, ale_rom_dir, steps_within
 from marl_vec.envs.atari.frames import FramePipeline
 from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.envs.extras import require
+from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.spec import DiscreteAction, EnvSpec
 
 
@@ -229,7 +229,7 @@ def parallel_atari_env(module_name: str, kwargs: dict[str, Any]) -> Any:
     games = sorted(m.name for m in pkgutil.iter_modules(games_pkg.__path__) if re.search(r"_v\d+$", m.name))
     game = module_name[len("pettingzoo.atari."):]
     if game not in games:
-        raise ValueError(f"unknown PettingZoo Atari game {game!r}; allowed: {', '.join(games)}")
+        raise UnknownEnvError(f"unknown PettingZoo Atari game {game!r}; allowed: {', '.join(games)}")
     module = require(module_name, "atari", f"the PettingZoo Atari game {module_name!r}")
     if not hasattr(module, "raw_env"):
         raise ValueError(f"{module_name!r} is not a PettingZoo Atari game module; e.g. pettingzoo.atari.pong_v3")

@@ -23,6 +23,7 @@ import sys
 from typing import Any, Callable, NamedTuple
 
 from marl_vec.envs.starcraft2.maps import MapInfo
+from marl_vec.errors import SetupError
 
 _INSTALL_HELP = (
     "StarCraft II is not installed here. Install the Linux game package from "
@@ -39,7 +40,7 @@ BY_DIFFICULTY = {"1": "very_easy", "2": "easy", "3": "medium", "4": "medium_hard
                  "6": "harder", "7": "very_hard", "8": "cheat_vision", "9": "cheat_money", "A": "cheat_insane"}
 
 
-class GameNotFoundError(FileNotFoundError):
+class GameNotFoundError(SetupError, FileNotFoundError):
     """The StarCraft II game or a map file is missing; the message says how to install it."""
 
 
