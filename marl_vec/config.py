@@ -115,11 +115,21 @@ def shipped_configs() -> list[str]:
 
 
 def resolve_config_path(name: str | os.PathLike) -> Path:
-    """A file path, or the name of a shipped config (``mpe/simple_spread``)."""
+    """A file path, or the name of a shipped config (``mpe/simple_spread``).
+
+    ``configs/mpe/simple_spread.yaml``, the shipped file's path in the repo, also
+    names it when no such file exists relative to the working directory, so that
+    it works from any directory.
+
+    >>> resolve_config_path("configs/mpe/simple_spread.yaml") == resolve_config_path("mpe/simple_spread")
+    True
+    """
     path = Path(name)
     if path.is_file():
         return path
     root = shipped_configs_dir()
+    if not path.is_absolute() and path.parts[:1] == ("configs",) and len(path.parts) > 1:
+        path = Path(*path.parts[1:])
     for candidate in (root / path, root / path.with_suffix(".yaml")):
         if candidate.is_file():
             return candidate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import marl_vec as mv
-from marl_vec.config import ConfigError, load_config, shipped_configs
+from marl_vec.config import ConfigError, load_config, resolve_config_path, shipped_configs, shipped_configs_dir
 
 CORE_CONFIGS = ["mpe/simple_spread", "mpe/simple_tag", "mpe/simple_adversary", "gym/cartpole",
                 "pettingzoo/pistonball", "sisl/multiwalker", "magent2/battle"]
@@ -70,3 +70,19 @@ def test_bad_env_id_fails_naming_it():
         mv.make({"env": {"family": "pettingzoo", "id": "mpe2.simple_sprd_v3"}})
     with pytest.raises(ImportError, match=r"no_such_pkg.env_v1 is needed .*pip install 'marl_vec\[pettingzoo\]'"):
         mv.make({"env": {"family": "pettingzoo", "id": "no_such_pkg.env_v1"}})
+
+
+def test_repo_relative_paths_name_the_shipped_config_from_any_directory(tmp_path, monkeypatch):
+    """``configs/mpe/simple_spread.yaml`` (as older examples wrote it) works outside the repo too."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("configs/mpe/simple_spread.yaml", "configs/mpe/simple_spread", "mpe/simple_spread.yaml",
+                 "mpe/simple_spread"):
+        assert resolve_config_path(name) == shipped_configs_dir() / "mpe" / "simple_spread.yaml", name
+    assert load_config("configs/gym/cartpole.yaml").env.id == "CartPole-v1"
+    # A file of that name in the working directory comes first.
+    (tmp_path / "configs" / "gym").mkdir(parents=True)
+    (tmp_path / "configs" / "gym" / "cartpole.yaml").write_text("env: {family: gym, id: Pendulum-v1}\n")
+    assert load_config("configs/gym/cartpole.yaml").env.id == "Pendulum-v1"
+    with pytest.raises(ConfigError, match=r"no config file 'configs/mpe/no_such\.yaml'; give a YAML path or one of "
+                                          r"the shipped configs: .*mpe/simple_spread"):
+        resolve_config_path("configs/mpe/no_such.yaml")
