@@ -77,6 +77,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _load(args)
     if args.plot:
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"plot": args.plot})})
+    if cfg.run.plot:
+        from marl_vec.plots import require_matplotlib
+
+        require_matplotlib()  # before the run, not after it
     print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
           f"{cfg.run.steps} steps", flush=True)
     interrupted = False
@@ -118,12 +122,13 @@ RENDER_MODE_FAMILIES = ("gym", "atari", "pettingzoo")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from marl_vec.render import record_gif
+    from marl_vec.render import record_gif, require_pillow
     from marl_vec.rollout import Interrupted
 
     if args.steps < 0 or args.size < 1 or args.fps <= 0:
         raise ConfigError(f"--steps must be >= 0, --size >= 1 and --fps > 0; got --steps {args.steps}, "
                           f"--size {args.size}, --fps {args.fps}")
+    require_pillow()  # before any env starts
     overrides = _parse_overrides(args.override)
     cfg = load_config(args.config, overrides)
     if cfg.env.family in RENDER_MODE_FAMILIES and "env.kwargs.render_mode" not in overrides:

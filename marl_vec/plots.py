@@ -50,6 +50,11 @@ def moving_std(values: Sequence[float], window: int) -> np.ndarray:
     return np.sqrt(np.maximum(mean_of_squares - mean * mean, 0.0))
 
 
+def require_matplotlib() -> None:
+    """Fail now, naming the light ``pictures`` extra, if matplotlib is missing (before a run, not after it)."""
+    require("matplotlib", "pictures", "plots")
+
+
 def plot_returns(
     returns: Sequence[float],
     path: str | os.PathLike,
@@ -89,7 +94,7 @@ def returns_figure(
     returns = [float(r) for r in returns]
     if not returns:
         raise ValueError("plot_returns needs at least one finished episode; the run ended none (run more steps)")
-    require("matplotlib", "examples", "plots")
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

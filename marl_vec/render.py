@@ -63,6 +63,14 @@ def tile_frames(frames: Sequence[np.ndarray | None], cols: int | None = None, pa
     return out
 
 
+def require_pillow() -> None:
+    """Fail now, naming the light ``pictures`` extra, if Pillow (which draws GIFs) is missing.
+
+    Called before any env starts or steps, so a missing Pillow costs no rollout.
+    """
+    require("PIL", "pictures", "GIFs (Pillow)")
+
+
 def _shrink(frame: np.ndarray, max_side: int | None) -> np.ndarray:
     """Scale a frame down so its longer side is at most ``max_side`` (never up)."""
     if max_side is None or max(frame.shape[:2]) <= max_side:
@@ -105,7 +113,7 @@ def save_gif(frames: Sequence[np.ndarray], path: str | os.PathLike, fps: float =
         raise ValueError("save_gif needs at least one frame")
     if fps <= 0:
         raise ValueError(f"fps must be > 0, got {fps}")
-    require("PIL", "examples", "GIFs")
+    require_pillow()
     from PIL import Image
 
     images = [Image.fromarray(np.ascontiguousarray(f)) for f in frames]
@@ -142,6 +150,7 @@ def record_gif(
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
+    require_pillow()
     if policy is None:
         policy = RandomPolicy(venv.spec, venv.num_envs, seed=0)
     result = venv.reset(seed=seed)

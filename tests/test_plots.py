@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,16 @@ def test_returns_figure_has_a_spread_band_and_named_axes():
     np.testing.assert_array_equal(lines["mean of last 2"], mean)
     np.testing.assert_array_equal(lines["one episode"], x)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["one episode", "± 1 std of last 2", "mean of last 2"]
+
+
+def test_run_plot_without_matplotlib_fails_before_the_run(tmp_path, capsys, monkeypatch):
+    from marl_vec import cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import of it raises ImportError, as when not installed
+    monkeypatch.setattr(cli, "make_from_config", lambda cfg: pytest.fail("the run started before the check"))
+    assert main(["run", "--no-progress", "--plot", str(tmp_path / "returns.png")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("marl-vec: matplotlib is needed for plots but cannot be imported (")
+    assert err.rstrip().endswith("install it with: pip install 'marl_vec[pictures]'")
+    assert not (tmp_path / "returns.png").exists()

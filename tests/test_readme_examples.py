@@ -27,11 +27,12 @@ Markers: an HTML comment on the line(s) right before a block's opening fence.
   available: an importable module (``ray``, ``gfootball``, ``ale_py``), or
   ``sc2-game`` (the StarCraft II game at SC2PATH).
 
-Each block runs with the repo's files visible under their usual relative paths
-(``configs/...``, ``scripts/...``) in a scratch folder made of links to the repo
-root's entries, so files an example writes (``run.gif``) stay out of the repo;
-PYTHONPATH is the repo root and ``marl-vec`` runs this checkout's CLI with this
-test's Python.
+Each block runs in an empty temporary working directory of its own, as a user
+who installed marl_vec runs it from anywhere: no repo file is reachable by a
+relative path (an example names shipped configs, ``mpe/simple_spread``), and
+files an example writes (``run.gif``) stay out of the repo. PYTHONPATH is the
+repo root (as an install would make it importable) and ``marl-vec`` runs this
+checkout's CLI with this test's Python, from a folder outside the working one.
 """
 
 from __future__ import annotations
@@ -140,24 +141,28 @@ def _skip_or_run(block: Block) -> None:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    """A scratch folder that looks like the repo root (links to its entries), with ``marl-vec`` on PATH."""
-    work = tmp_path_factory.mktemp("readme")
-    for entry in ROOT.iterdir():
-        if entry.name not in (".git", ".venv"):
-            (work / entry.name).symlink_to(entry)
-    bin_dir = work / ".bin"
-    bin_dir.mkdir()
+def cli_bin(tmp_path_factory) -> Path:
+    """A folder holding a ``marl-vec`` command that runs this checkout's CLI."""
+    bin_dir = tmp_path_factory.mktemp("readme_bin")
     cli = bin_dir / "marl-vec"
     cli.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m marl_vec.cli \"$@\"\n")
     cli.chmod(0o755)
+    return bin_dir
+
+
+@pytest.fixture
+def workdir(tmp_path, cli_bin) -> Path:
+    """An empty working directory for one block (``cli_bin`` goes on its PATH)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "bin").symlink_to(cli_bin)
     return work
 
 
 def _env(work: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["PATH"] = os.pathsep.join([str(work / ".bin"), os.path.dirname(sys.executable), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([str(work.parent / "bin"), os.path.dirname(sys.executable), env.get("PATH", "")])
     env["MPLBACKEND"] = "Agg"
     return env
 
@@ -188,9 +193,9 @@ def test_python_block_runs(block: Block, workdir: Path):
     bare = bare_expressions(block.text)
     assert not bare, (f"README.md:{block.line}: bare expression(s) on block line(s) {bare} print nothing when run "
                       "as a script; wrap them in print()")
-    script = workdir / f".readme_block_{block.line}.py"
+    script = workdir.parent / f"readme_block_{block.line}.py"  # beside the working directory, which stays empty
     script.write_text(block.text + "\n")
-    out = _run([sys.executable, script.name], workdir, f"README.md:{block.line}")
+    out = _run([sys.executable, str(script)], workdir, f"README.md:{block.line}")
     assert out.returncode == 0, (f"README.md:{block.line} ({block.heading}) failed with exit code "
                                  f"{out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}")
 
@@ -298,3 +303,10 @@ def test_a_broken_block_fails(workdir):
     block = Block("python", 7, "Example", "import marl_vec as mv\nprint(actions)")
     with pytest.raises(AssertionError, match=r"README.md:7 \(Example\) failed with exit code 1:(.|\n)*NameError"):
         test_python_block_runs(block, workdir)
+
+
+def test_a_block_runs_in_an_empty_directory(workdir):
+    """What "runs from an empty directory" means here: nothing of the repo is reachable by a relative path."""
+    block = Block("python", 9, "Example", "import os\nassert os.listdir('.') == [], os.listdir('.')\n"
+                  "assert not os.path.exists('configs/mpe/simple_spread.yaml')")
+    test_python_block_runs(block, workdir)

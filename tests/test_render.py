@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import configparser
+import re
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import marl_vec as mv
+from marl_vec import cli
 from marl_vec.cli import main
+from marl_vec.envs.extras import MissingExtraError
 from marl_vec.render import PROGRESS_HEIGHT, record_gif, save_gif, tile_frames, with_progress
 
 Image = pytest.importorskip("PIL.Image")
@@ -116,3 +123,41 @@ def test_cli_render_needs_out_and_valid_steps(tmp_path, capsys):
     assert "--steps must be >= 0, --size >= 1 and --fps > 0; got --steps -1" in capsys.readouterr().err
     assert main(["render", "--out", str(tmp_path / "x.gif"), "--size", "0"]) == 2
     assert "--size 0" in capsys.readouterr().err
+
+
+def _no_pil(monkeypatch) -> None:
+    for name in ("PIL", "PIL.Image"):
+        monkeypatch.setitem(sys.modules, name, None)  # import of it raises ImportError, as without Pillow
+
+
+def test_without_pillow_render_says_which_light_extra_to_install_before_starting_anything(tmp_path, capsys, monkeypatch):
+    _no_pil(monkeypatch)
+    monkeypatch.setattr(cli, "make_from_config", lambda cfg: pytest.fail("the envs were made before the check"))
+    assert main(["render", "mpe/simple_spread", "--out", str(tmp_path / "run.gif"), "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("marl-vec: PIL is needed for GIFs (Pillow) but cannot be imported (")
+    assert err.rstrip().endswith("install it with: pip install 'marl_vec[pictures]'")
+    assert not (tmp_path / "run.gif").exists()
+
+
+def test_without_pillow_record_gif_fails_before_the_rollout(tmp_path, monkeypatch):
+    _no_pil(monkeypatch)
+    with mv.make("mpe/simple_spread", num_envs=2, env_seed=0) as venv:
+        monkeypatch.setattr(venv, "reset", lambda **kw: pytest.fail("the rollout started before the check"))
+        with pytest.raises(MissingExtraError, match=r"pip install 'marl_vec\[pictures\]'"):
+            record_gif(venv, tmp_path / "x.gif", steps=1, max_side=10)
+
+
+def test_the_pictures_extra_is_light():
+    """`pictures` installs what GIFs and plots need, and no trainer (torch)."""
+    cfg = configparser.ConfigParser()
+    cfg.read(Path(__file__).resolve().parent.parent / "setup.cfg")
+    extras = cfg["options.extras_require"]
+
+    def names(extra: str) -> list[str]:  # setup.cfg's %(x)s lines come interpolated
+        lines = [line.strip() for line in extras[extra].splitlines()]
+        return sorted(re.split(r"[<>=!\[]", line)[0].lower() for line in lines if line and not line.startswith("#"))
+
+    assert names("pictures") == ["matplotlib", "pillow"]
+    assert set(names("pictures")) <= set(names("examples")) and set(names("pictures")) <= set(names("test"))

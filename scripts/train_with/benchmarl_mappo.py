@@ -18,7 +18,7 @@ no csv/wandb loggers.
 Example:
     python scripts/train_with/benchmarl_mappo.py --config mpe/simple_spread --frames 60000 --num-envs 10
     python scripts/train_with/benchmarl_mappo.py --config mpe/simple_tag --group-map prefix --backend subproc
-    python scripts/train_with/benchmarl_mappo.py --config configs/football/academy_3_vs_1_with_keeper.yaml \\
+    python scripts/train_with/benchmarl_mappo.py --config football/academy_3_vs_1_with_keeper \\
         --env-kwarg rewards=scoring,checkpoints --autoreset fast --num-envs 16 --frames-per-batch 4000 \\
         --lr 5e-4 --entropy-coef 0.01 --lmbda 0.95 --minutes 80 --frames 10000000 --log football.csv
 """

@@ -6,7 +6,7 @@ for the return, the length and each of the family's episode stats (e.g.
 Football's ``win``), the mean and its standard error (std / sqrt(episodes)).
 
 Example:
-    python scripts/train_with/random_baseline.py configs/football/academy_3_vs_1_with_keeper.yaml \\
+    python scripts/train_with/random_baseline.py football/academy_3_vs_1_with_keeper \\
         --env-kwarg rewards=scoring,checkpoints --autoreset fast --episodes 500
 """
 

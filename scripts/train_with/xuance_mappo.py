@@ -13,9 +13,9 @@ env: discrete or continuous policy, number of envs, buffer size.
 Runs in the XuanCe venv (XuanCe pins numpy<2 and gymnasium<1.3):
 
     bash scripts/install_xuance_venv.sh
-    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py configs/mpe/simple_spread.yaml --steps 20000
-    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py configs/mpe/simple_spread.yaml --algo ippo --backend subproc
-    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py configs/football/academy_3_vs_1_with_keeper.yaml \
+    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py mpe/simple_spread --steps 20000
+    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py mpe/simple_spread --algo ippo --backend subproc
+    .venv-xuance/bin/python scripts/train_with/xuance_mappo.py football/academy_3_vs_1_with_keeper \
         --env-kwarg rewards=scoring,checkpoints --steps 100000 --report 5000
 
 Each line: ``step=S episodes=N return=R`` (and the env's stats), then a last line
@@ -33,11 +33,12 @@ import yaml
 
 import marl_vec as mv
 from marl_vec.compat import XuanCeVecEnv
+from marl_vec.config import resolve_config_path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("config", help="a marl_vec YAML config (e.g. configs/mpe/simple_spread.yaml)")
+    parser.add_argument("config", help="marl_vec config: YAML path or shipped name (e.g. mpe/simple_spread)")
     parser.add_argument("--algo", default="mappo", help="a XuanCe multi-agent algorithm: mappo, ippo, qmix, ...")
     parser.add_argument("--base", default="mpe/simple_spread_v3",
                         help="which XuanCe config of --algo gives the hyperparameters (env/env_id)")
@@ -78,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.torch_threads)
-    with open(args.config) as f:
-        config = yaml.safe_load(f)
+    config = yaml.safe_load(resolve_config_path(args.config).read_text())
     for item in args.env_kwarg:
         key, sep, value = item.partition("=")
         if not sep:
