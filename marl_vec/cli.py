@@ -174,7 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         label = f"{backend}, {cfg.vec.num_envs} envs"
         try:
             with make_from_config(cfg.model_copy(update={"vec": vec})) as venv:
-                workers = getattr(venv, "num_workers", None) if backend != "dummy" else None
+                workers = bench_workers(venv)
                 try:
                     rollout(venv, min(10, args.steps), seed=cfg.run.seed, progress=False)  # warm-up
                 except Interrupted:
@@ -194,7 +194,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if rows:
         base_name, base = rows[0][0], rows[0][1]
         for backend, rate, workers, remark in rows:
-            who = f"{workers} workers" if workers else "this process"
+            who = "this process" if not workers else f"{workers} Ray actors" if backend == "ray" else f"{workers} workers"
             print(f"  {backend:<8} {rate:>12,.0f} env-steps/s   {rate / base:5.2f}x {base_name}   {who} {remark}".rstrip())
         for backend, _, workers, _ in rows:
             for note in bench_notes(backend, workers, cores, load[0]):
@@ -202,6 +202,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if interrupted:
         raise _Interrupted
     return 0
+
+
+def bench_workers(venv: Any) -> int | None:
+    """How many processes step ``venv``'s envs besides this one: subproc's workers, Ray's actors; None for dummy."""
+    if hasattr(venv, "num_workers"):
+        return venv.num_workers
+    actors = getattr(venv, "actors", None)
+    return len(actors) if actors else None
 
 
 def usable_cores() -> int:
@@ -294,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="env-steps/s of each backend on a config, as ratios")
     with_config(bench, optional=True)
-    bench.add_argument("--backends", default="dummy,subproc", help="comma-separated: dummy, subproc, ray")
+    bench.add_argument("--backends", default="dummy,subproc",
+                       help="comma-separated: dummy, subproc, ray (default: dummy,subproc)")
     bench.add_argument("--steps", type=int, default=300, help="batched steps per backend (default 300)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(func=cmd_bench)

@@ -160,3 +160,20 @@ def test_run_plot_without_episodes_says_so(tmp_path, capsys):
     assert main(["run", "-o", "run.steps=3", "-o", "vec.num_envs=1", "--no-progress", "--plot", str(path)]) == 0
     assert "plot             not written: no episode finished in 3 env-steps" in capsys.readouterr().out
     assert not path.exists()
+
+
+def test_bench_help_names_the_default_backends(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    help_text = re.sub(r"\s+", " ", capsys.readouterr().out)
+    assert "--backends BACKENDS comma-separated: dummy, subproc, ray (default: dummy,subproc)" in help_text
+
+
+@pytest.mark.slow
+def test_bench_ray_row_names_its_actors():
+    pytest.importorskip("ray")
+    out = _cli("bench", "gym/cartpole", "--steps", "20", "--backends", "dummy,ray", "--no-progress",
+               "-o", "vec.num_envs=2", "-o", "vec.ray.num_workers=2", timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^  dummy +[\d,]+ env-steps/s +1\.00x dummy +this process$", out.stdout, re.M), out.stdout
+    assert re.search(r"^  ray +[\d,]+ env-steps/s +[\d.]+x dummy +2 Ray actors$", out.stdout, re.M), out.stdout

@@ -5,7 +5,8 @@ progress (its plain progress lines: stderr is a pipe here, not a terminal), then
 sends SIGINT as a terminal's Ctrl-C does: to the whole group (the CLI and its
 worker processes), or to the CLI alone. It checks the exit code, the report, that
 no traceback was printed, that every process the command started is gone, and
-that the shared-memory blocks it had mapped are unlinked.
+that the shared-memory blocks it had mapped are unlinked. The command starts with
+SIGINT at its default, whatever pytest was started with (tests/sigint.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sigint import default_sigint
+
 psutil = pytest.importorskip("psutil")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +37,7 @@ class Command:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "marl_vec.cli", *args], cwd=cwd, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=default_sigint)
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._readers = [threading.Thread(target=self._read, args=(s, out), daemon=True)

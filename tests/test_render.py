@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import configparser
-import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,16 +145,3 @@ def test_without_pillow_record_gif_fails_before_the_rollout(tmp_path, monkeypatc
         with pytest.raises(MissingExtraError, match=r"pip install 'marl_vec\[pictures\]'"):
             record_gif(venv, tmp_path / "x.gif", steps=1, max_side=10)
 
-
-def test_the_pictures_extra_is_light():
-    """`pictures` installs what GIFs and plots need, and no trainer (torch)."""
-    cfg = configparser.ConfigParser()
-    cfg.read(Path(__file__).resolve().parent.parent / "setup.cfg")
-    extras = cfg["options.extras_require"]
-
-    def names(extra: str) -> list[str]:  # setup.cfg's %(x)s lines come interpolated
-        lines = [line.strip() for line in extras[extra].splitlines()]
-        return sorted(re.split(r"[<>=!\[]", line)[0].lower() for line in lines if line and not line.startswith("#"))
-
-    assert names("pictures") == ["matplotlib", "pillow"]
-    assert set(names("pictures")) <= set(names("examples")) and set(names("pictures")) <= set(names("test"))

@@ -20,6 +20,7 @@ import pytest
 import marl_vec as mv
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv
+from tests.sigint import default_sigint
 
 REPO = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
@@ -156,7 +157,8 @@ def run_script(tmp_path, how: str, start_method: str) -> tuple[subprocess.Popen,
     path = tmp_path / "trainer.py"
     path.write_text(textwrap.dedent(SCRIPT.format(repo=str(REPO))))
     proc = subprocess.Popen([sys.executable, str(path), how, start_method], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)  # its Ctrl-C works however pytest was started
     first = proc.stdout.readline().split()
     assert first, proc.communicate(timeout=30)
     return proc, first
