@@ -119,3 +119,14 @@ def test_unknown_ids_of_the_other_families():
         make_env("atari", "ALE/Pongg-v5", engine="python")
     with pytest.raises(UnknownEnvError, match=r"unknown PettingZoo Atari game 'pongg_v3'; allowed: .*pong_v3"):
         make_env("atari", "pettingzoo.atari.pongg_v3")
+
+
+def test_an_unknown_starcraft2_map(capsys):
+    assert main(["info", "sc2/3m", "-o", "env.id=3mm"]) == 2
+    assert _one_line(capsys).startswith("marl-vec: unknown StarCraft II map '3mm'; known: 3m, 8m, ")
+
+
+def test_an_unknown_football_scenario(capsys):
+    pytest.importorskip("gfootball", reason="gfootball is not installed (bash scripts/install_football.sh)")
+    assert main(["info", "football/academy_3_vs_1_with_keeper", "-o", "env.id=academy_no_such_drill"]) == 2
+    assert _one_line(capsys).startswith("marl-vec: unknown football scenario 'academy_no_such_drill'; allowed: ")

@@ -54,7 +54,7 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.envs.extras import require
+from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.spec import DiscreteAction, EnvSpec
 
 REPRESENTATIONS = ("simple115v2", "simple115", "extracted")
@@ -119,7 +119,7 @@ class FootballAdapter(NativeEnvAdapter):
             raise ValueError(f"unknown football rewards {rewards!r}; allowed: {' or '.join(map(repr, REWARDS))}")
         # gfootball calls sys.exit(1) on an unknown scenario: check it here first.
         if not isinstance(scenario, str) or importlib.util.find_spec(f"gfootball.scenarios.{scenario}") is None:
-            raise ValueError(f"unknown football scenario {scenario!r}; allowed: {', '.join(scenarios())}")
+            raise UnknownEnvError(f"unknown football scenario {scenario!r}; allowed: {', '.join(scenarios())}")
         scenario_cfg = gf_config.Config({"level": scenario}).ScenarioConfig()
         max_left, max_right = int(scenario_cfg.controllable_left_players), int(scenario_cfg.controllable_right_players)
         if not (isinstance(left_agents, int) and 1 <= left_agents <= max_left):

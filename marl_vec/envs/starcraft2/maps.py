@@ -3,7 +3,7 @@
 Static facts the adapter needs before a game starts (the spec depends on
 them): unit counts, episode limits, unit types with SMAC's normalisers, and
 whether a map is a SMAC battle or a pysc2 mini-game. Plain data: this module
-imports nothing from marl_vec (nor pysc2).
+imports nothing from marl_vec but the error for an unknown map (nor pysc2).
 
 Example:
     >>> MAPS["3m"].n_agents, MAPS["3m"].episode_limit
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
+
+from marl_vec.envs.extras import UnknownEnvError
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,8 @@ def resolve_map(map_name: str, map_info: MapInfo | dict[str, Any] | None) -> Map
     """The :class:`MapInfo` of ``map_name``: from :data:`MAPS`, overridden or given by ``map_info``.
 
     Raises:
-        ValueError: an unknown map without ``map_info``, bad ``map_info`` fields, or
-            an unknown unit type.
+        UnknownEnvError: an unknown map without ``map_info`` (a ``ValueError``).
+        ValueError: bad ``map_info`` fields, or an unknown unit type.
     """
     info = MAPS.get(map_name)
     if isinstance(map_info, dict):
@@ -121,7 +123,7 @@ def resolve_map(map_name: str, map_info: MapInfo | dict[str, Any] | None) -> Map
     elif isinstance(map_info, MapInfo):
         info = map_info
     if info is None:
-        raise ValueError(
+        raise UnknownEnvError(
             f"unknown StarCraft II map {map_name!r}; known: {', '.join(MAPS)}; for another SMAC map "
             "file under SC2PATH/Maps pass map_info={'n_agents': .., 'n_enemies': .., 'episode_limit': .., "
             "'ally_types': [..], 'enemy_types': [..]}"
