@@ -9,7 +9,11 @@ docs/troubleshooting.md.
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +24,7 @@ from marl_vec.envs.registry import EnvOptionsError, make_env
 from marl_vec.errors import SetupError, WorkerError
 
 BACKENDS = ["dummy", "subproc"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _one_line(capsys) -> str:
@@ -130,3 +135,17 @@ def test_an_unknown_football_scenario(capsys):
     pytest.importorskip("gfootball", reason="gfootball is not installed (bash scripts/install_football.sh)")
     assert main(["info", "football/academy_3_vs_1_with_keeper", "-o", "env.id=academy_no_such_drill"]) == 2
     assert _one_line(capsys).startswith("marl-vec: unknown football scenario 'academy_no_such_drill'; allowed: ")
+
+
+@pytest.mark.slow
+def test_a_setup_error_in_a_ray_actor_is_the_same_line():
+    """On Ray the error comes from an actor; Ray's own start-up lines may come before it, no traceback."""
+    pytest.importorskip("ray")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "marl_vec.cli", "run", "--no-progress", "-o", "env.id=mpe2.simple_sprd_v3",
+                          "-o", "vec.backend=ray", "-o", "vec.num_envs=2", "-o", "vec.ray.num_workers=2"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "creation task" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "marl-vec: no env 'mpe2.simple_sprd_v3' in mpe2; close matches: mpe2.simple_spread_v3"), out.stderr

@@ -35,7 +35,7 @@ space for every agent), Dict/Tuple observations, and ``reset`` options.
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import AgileRLVecEnv
-    >>> env = AgileRLVecEnv(mv.make("configs/mpe/simple_spread.yaml", num_envs=2, reward_dtype="float64"))
+    >>> env = AgileRLVecEnv(mv.make("mpe/simple_spread", num_envs=2, reward_dtype="float64"))
     >>> obs, info = env.reset(seed=0)
     >>> obs["agent_0"].shape
     (2, 18)

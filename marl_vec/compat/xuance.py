@@ -35,7 +35,7 @@ environment (``bash scripts/install_xuance_venv.sh``).
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import XuanCeVecEnv
-    >>> envs = XuanCeVecEnv(mv.make("configs/mpe/simple_spread.yaml", num_envs=2))
+    >>> envs = XuanCeVecEnv(mv.make("mpe/simple_spread", num_envs=2))
     >>> envs.num_envs, envs.agents, envs.max_episode_steps
     (2, ['agent_0', 'agent_1', 'agent_2'], 25)
     >>> obs, infos = envs.reset()

@@ -22,6 +22,7 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
+from marl_vec.errors import SetupError
 from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
 from marl_vec.vec.ray_session import ray_module
@@ -40,10 +41,19 @@ class GroupHost:
         from marl_vec.envs.registry import as_adapter
         from marl_vec.group import EnvGroup
 
-        adapters = [as_adapter(fn()) for fn in env_fns]
-        # Envs of this block whose specs differ: the driver raises this error itself (see
-        # spec()), as it does for envs of different blocks, instead of a dead actor's.
-        self.mismatch: SpecMismatchError | None = None
+        # Envs of this block whose specs differ, or a setup error (a missing extra, an unknown
+        # id): the driver raises it itself (see spec()), as in this process, instead of a dead
+        # actor's error after Ray printed its traceback.
+        self.mismatch: SpecMismatchError | SetupError | None = None
+        adapters: list = []
+        try:
+            for fn in env_fns:
+                adapters.append(as_adapter(fn()))
+        except SetupError as err:
+            self.mismatch = err
+            for adapter in adapters:
+                adapter.close()
+            return
         try:
             for j, adapter in enumerate(adapters[1:], 1):
                 adapters[0].spec.check_same(adapter.spec, start + j)
@@ -73,7 +83,7 @@ class GroupHost:
         self._keeps_final = self.group.mode.keeps_final
 
     def spec(self):
-        """The block's spec, or the SpecMismatchError of envs of the block that differ."""
+        """The block's spec, or the SpecMismatchError of envs of the block that differ, or their SetupError."""
         return self.mismatch if self.mismatch is not None else self.buffers.spec
 
     def node_id(self) -> str:
