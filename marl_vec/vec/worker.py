@@ -62,13 +62,14 @@ def encode_ok(payload: Any) -> bytes:
 def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:
     """An error as plain strings: the exception object may not pickle, its traceback never does.
 
-    A :class:`~marl_vec.errors.SetupError` (a missing extra, an unknown env id, ...)
-    goes whole in place of its repr, when it pickles, so the caller can show its
-    message alone (``WorkerError.cause``).
+    A :class:`~marl_vec.errors.SetupError` of marl_vec's own (a missing extra, an
+    unknown env id, ...) goes whole in place of its repr, so the caller can show its
+    message alone (``WorkerError.cause``). Only marl_vec's: the parent can always
+    import their classes to unpickle them.
     """
     env_index = getattr(exc, "marl_vec_env_index", default_env)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if isinstance(exc, SetupError):
+    if isinstance(exc, SetupError) and type(exc).__module__.startswith("marl_vec."):
         try:
             return pickle.dumps(("error", (env_index, exc, text)), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # an unpicklable argument: its repr still says what failed
