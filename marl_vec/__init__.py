@@ -7,7 +7,7 @@
 from marl_vec import envs
 from marl_vec.config import ConfigError, load_config, make
 from marl_vec.episode import AutoresetMode
-from marl_vec.errors import PoolNotReadyError
+from marl_vec.errors import PoolNotReadyError, SetupError
 from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatchError
@@ -23,6 +23,7 @@ __all__ = [
     "make_vec",
     "load_config",
     "ConfigError",
+    "SetupError",
     "AutoresetMode",
     "EpisodeRunner",
     "EpisodeBatch",

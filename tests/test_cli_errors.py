@@ -149,3 +149,9 @@ def test_a_setup_error_in_a_ray_actor_is_the_same_line():
     assert "Traceback" not in out.stderr and "creation task" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith(
         "marl-vec: no env 'mpe2.simple_sprd_v3' in mpe2; close matches: mpe2.simple_spread_v3"), out.stderr
+
+
+def test_setup_error_is_public():
+    import marl_vec as mv
+
+    assert mv.SetupError is SetupError and issubclass(mv.ConfigError, mv.SetupError)
