@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 import pytest
 
 from marl_vec.cli import main, setup_error
