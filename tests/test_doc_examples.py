@@ -1,7 +1,7 @@
-"""Every example in README.md runs as written.
+"""Every example in README.md and the documentation site (docs/**/*.md) runs as written.
 
-Blocks are found generically, so an example added anywhere in README.md is run
-too. What runs:
+Blocks are found generically, so an example added anywhere in README.md or in a
+page under docs/ is run too. What runs:
 
 - ```python blocks: each is written to a file and run by itself in a fresh
   Python process (``python block.py``), with a time limit. It must exit 0. A
@@ -27,12 +27,11 @@ Markers: an HTML comment on the line(s) right before a block's opening fence.
   available: an importable module (``ray``, ``gfootball``, ``ale_py``), or
   ``sc2-game`` (the StarCraft II game at SC2PATH).
 
-Each block runs in an empty temporary working directory of its own, as a user
-who installed marl_vec runs it from anywhere: no repo file is reachable by a
-relative path (an example names shipped configs, ``mpe/simple_spread``), and
-files an example writes (``run.gif``) stay out of the repo. PYTHONPATH is the
-repo root (as an install would make it importable) and ``marl-vec`` runs this
-checkout's CLI with this test's Python, from a folder outside the working one.
+Each block runs in an empty working directory of its own, so no example relies
+on the repo's layout (configs are named as shipped, ``mpe/simple_spread``), and
+files an example writes (``run.gif``) stay out of the repo; PYTHONPATH is the
+repo root and ``marl-vec`` runs this checkout's CLI with this test's Python.
+Failures name the file and line of the block (``docs/concepts/spaces.md:12``).
 """
 
 from __future__ import annotations
@@ -55,7 +54,8 @@ from marl_vec.env_extras import sc2_path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-BLOCK_TIMEOUT = 240  # seconds per block; the whole file takes about a minute on an idle 2-core machine
+DOC_FILES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+BLOCK_TIMEOUT = 240  # seconds per block
 
 FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*(.*)$")
 MARKER = re.compile(r"^<!--\s*(fragment|not run|needs)\s*:?\s*(.*?)\s*-->$")
@@ -64,6 +64,7 @@ MARKER = re.compile(r"^<!--\s*(fragment|not run|needs)\s*:?\s*(.*?)\s*-->$")
 @dataclass
 class Block:
     lang: str
+    where: str  # the file, relative to the repo root (README.md, docs/concepts/spaces.md)
     line: int  # 1-based line of the opening fence
     heading: str  # the section it is in
     text: str
@@ -72,12 +73,18 @@ class Block:
     @property
     def id(self) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", self.heading.lower()).strip("-")[:40]
-        return f"L{self.line}-{self.lang or 'text'}-{slug}"
+        return f"{self.where}:L{self.line}-{self.lang or 'text'}-{slug}"
+
+    @property
+    def at(self) -> str:
+        """Where the block is, for messages: ``README.md:12``."""
+        return f"{self.where}:{self.line}"
 
 
 def readme_blocks(path: Path = README) -> list[Block]:
     """The fenced blocks of ``path``, each with its language, line, section and markers."""
     lines = path.read_text().splitlines()
+    where = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
     blocks: list[Block] = []
     heading = "top"
     i = 0
@@ -94,18 +101,18 @@ def readme_blocks(path: Path = README) -> list[Block]:
         while end < len(lines) and not lines[end].strip().startswith(fence):
             end += 1
         if end == len(lines):
-            raise AssertionError(f"README.md:{i + 1}: a ``` block is never closed")
+            raise AssertionError(f"{where}:{i + 1}: a ``` block is never closed")
         markers: dict[str, str] = {}
         k = i - 1
         while k >= 0 and (mm := MARKER.match(lines[k].strip())):
             markers[mm.group(1)] = mm.group(2)
             k -= 1
-        blocks.append(Block(lang, i + 1, heading, "\n".join(lines[i + 1:end]), markers))
+        blocks.append(Block(lang, where, i + 1, heading, "\n".join(lines[i + 1:end]), markers))
         i = end + 1
     return blocks
 
 
-BLOCKS = readme_blocks()
+BLOCKS = [block for path in DOC_FILES for block in readme_blocks(path)]
 
 
 def _blocks(*langs: str) -> list:
@@ -131,19 +138,19 @@ def _unavailable(needs: str) -> list[str]:
 def _skip_or_run(block: Block) -> None:
     if "not run" in block.markers:
         reason = block.markers["not run"]
-        assert reason, f"README.md:{block.line}: <!-- not run: REASON --> needs a reason"
-        pytest.skip(f"README.md:{block.line} is marked not run: {reason}")
+        assert reason, f"{block.at}: <!-- not run: REASON --> needs a reason"
+        pytest.skip(f"{block.at} is marked not run: {reason}")
     if "fragment" in block.markers:
-        pytest.skip(f"README.md:{block.line} is marked as a fragment")
+        pytest.skip(f"{block.at} is marked as a fragment")
     missing = _unavailable(block.markers.get("needs", ""))
     if missing:
-        pytest.skip(f"README.md:{block.line} needs {', '.join(missing)}")
+        pytest.skip(f"{block.at} needs {', '.join(missing)}")
 
 
 @pytest.fixture(scope="module")
-def cli_bin(tmp_path_factory) -> Path:
-    """A folder holding a ``marl-vec`` command that runs this checkout's CLI."""
-    bin_dir = tmp_path_factory.mktemp("readme_bin")
+def bin_dir(tmp_path_factory) -> Path:
+    """A folder holding a ``marl-vec`` that runs this checkout's CLI with this test's Python."""
+    bin_dir = tmp_path_factory.mktemp("bin")
     cli = bin_dir / "marl-vec"
     cli.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m marl_vec.cli \"$@\"\n")
     cli.chmod(0o755)
@@ -151,11 +158,11 @@ def cli_bin(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def workdir(tmp_path, cli_bin) -> Path:
-    """An empty working directory for one block (``cli_bin`` goes on its PATH)."""
+def workdir(tmp_path, bin_dir) -> Path:
+    """An empty working directory for one block, ``marl-vec`` on PATH (see ``_env``)."""
     work = tmp_path / "work"
     work.mkdir()
-    (tmp_path / "bin").symlink_to(cli_bin)
+    (tmp_path / "bin").symlink_to(bin_dir)
     return work
 
 
@@ -191,12 +198,12 @@ def bare_expressions(source: str) -> list[int]:
 def test_python_block_runs(block: Block, workdir: Path):
     _skip_or_run(block)
     bare = bare_expressions(block.text)
-    assert not bare, (f"README.md:{block.line}: bare expression(s) on block line(s) {bare} print nothing when run "
+    assert not bare, (f"{block.at}: bare expression(s) on block line(s) {bare} print nothing when run "
                       "as a script; wrap them in print()")
-    script = workdir.parent / f"readme_block_{block.line}.py"  # beside the working directory, which stays empty
+    script = workdir.parent / f"block_{block.line}.py"  # beside the working directory, which stays empty
     script.write_text(block.text + "\n")
-    out = _run([sys.executable, str(script)], workdir, f"README.md:{block.line}")
-    assert out.returncode == 0, (f"README.md:{block.line} ({block.heading}) failed with exit code "
+    out = _run([sys.executable, str(script)], workdir, block.at)
+    assert out.returncode == 0, (f"{block.at} ({block.heading}) failed with exit code "
                                  f"{out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}")
 
 
@@ -222,10 +229,10 @@ def _command_blocks() -> list:
 def test_shell_block_marl_vec_commands_run(block: Block, workdir: Path):
     _skip_or_run(block)
     for command in marl_vec_commands(block.text):
-        out = _run(["bash", "-c", command], workdir, f"README.md:{block.line}: {command}")
-        assert out.returncode == 0, (f"README.md:{block.line}: `{command}` failed with exit code {out.returncode}:\n"
+        out = _run(["bash", "-c", command], workdir, f"{block.at}: {command}")
+        assert out.returncode == 0, (f"{block.at}: `{command}` failed with exit code {out.returncode}:\n"
                                      f"{out.stdout[-3000:]}\n{out.stderr[-5000:]}")
-        assert "Traceback" not in out.stderr, f"README.md:{block.line}: `{command}` printed a traceback:\n{out.stderr}"
+        assert "Traceback" not in out.stderr, f"{block.at}: `{command}` printed a traceback:\n{out.stderr}"
 
 
 def unmatched_lines(expected: list[str], actual: str) -> list[str]:
@@ -253,9 +260,9 @@ def test_shown_command_output_matches(block: Block, workdir: Path):
         elif sessions and line.strip():
             sessions[-1][1].append(line)
     for command, expected in sessions:
-        out = _run(["bash", "-c", command], workdir, f"README.md:{block.line}: {command}")
+        out = _run(["bash", "-c", command], workdir, f"{block.at}: {command}")
         missing = unmatched_lines(expected, out.stdout + out.stderr)
-        assert not missing, (f"README.md:{block.line}: `{command}` did not print {missing}; it printed:\n"
+        assert not missing, (f"{block.at}: `{command}` did not print {missing}; it printed:\n"
                              f"{out.stdout}{out.stderr}")
 
 
@@ -263,23 +270,26 @@ def test_shown_command_output_matches(block: Block, workdir: Path):
 def test_yaml_block_is_a_valid_config(block: Block, workdir: Path):
     _skip_or_run(block)
     data = yaml.safe_load(block.text)
-    assert isinstance(data, dict), f"README.md:{block.line}: a yaml block must be a mapping of config sections"
+    assert isinstance(data, dict), f"{block.at}: a yaml block must be a mapping of config sections"
     if "env" not in data:  # a snippet of some sections: complete it with the default config's env
         data = {**load_config().model_dump(by_alias=True, include={"env"}), **data}
     cfg = load_config(data)  # raises ConfigError naming the bad key
     first = block.text.splitlines()[0]
     if first.startswith("# ") and first[2:].strip().endswith((".yaml", ".yml")):
         path = ROOT / first[2:].strip()
-        assert path.is_file(), f"README.md:{block.line} names {first[2:].strip()}, which does not exist"
+        assert path.is_file(), f"{block.at} names {first[2:].strip()}, which does not exist"
         assert cfg == load_config(resolve_config_path(path)), (
-            f"README.md:{block.line} shows {path.relative_to(ROOT)} but differs from the file")
+            f"{block.at} shows {path.relative_to(ROOT)} but differs from the file")
 
 
-def test_the_readme_has_examples_of_each_kind():
-    """The collection above found the README's examples (a parser bug would silently test nothing)."""
+def test_the_docs_have_examples_of_each_kind():
+    """The collection above found the examples (a parser bug would silently test nothing)."""
     langs = [b.lang for b in BLOCKS]
-    assert langs.count("python") >= 5 and langs.count("bash") >= 3 and "yaml" in langs
-    assert _shell_blocks(), "the README shows a `$ marl-vec` command with its output"
+    assert langs.count("python") >= 15 and langs.count("bash") >= 5 and "yaml" in langs
+    assert _shell_blocks(), "the docs show a `$ marl-vec` command with its output"
+    assert any(b.lang == "python" and b.where == "README.md" for b in BLOCKS), "README.md has its trainer loop"
+    pages = {b.where for b in BLOCKS}
+    assert "docs/getting_started.md" in pages and "docs/concepts/autoreset.md" in pages
 
 
 def test_markers_and_lines_are_read(tmp_path):
@@ -289,6 +299,7 @@ def test_markers_and_lines_are_read(tmp_path):
                       "<!-- needs: ray, sc2-game -->\n<!-- not run: too slow -->\n```bash\nmarl-vec run\n```\n"
                       "```\n$ marl-vec list\n```\n")
     blocks = readme_blocks(readme)
+    assert {b.where for b in blocks} == {"README.md"}
     assert [(b.lang, b.line, b.heading, b.text) for b in blocks] == [
         ("python", 5, "Part one", "x"), ("bash", 11, "Part one", "marl-vec run"), ("", 14, "Part one", "$ marl-vec list")]
     assert blocks[0].markers == {"fragment": ""}
@@ -299,14 +310,14 @@ def test_markers_and_lines_are_read(tmp_path):
 
 
 def test_a_broken_block_fails(workdir):
-    """A block that raises makes its test fail, naming the README line (what CI relies on)."""
-    block = Block("python", 7, "Example", "import marl_vec as mv\nprint(actions)")
-    with pytest.raises(AssertionError, match=r"README.md:7 \(Example\) failed with exit code 1:(.|\n)*NameError"):
+    """A block that raises makes its test fail, naming the file and line (what CI relies on)."""
+    block = Block("python", "docs/x.md", 7, "Example", "import marl_vec as mv\nprint(actions)")
+    with pytest.raises(AssertionError, match=r"docs/x.md:7 \(Example\) failed with exit code 1:(.|\n)*NameError"):
         test_python_block_runs(block, workdir)
 
 
 def test_a_block_runs_in_an_empty_directory(workdir):
-    """What "runs from an empty directory" means here: nothing of the repo is reachable by a relative path."""
-    block = Block("python", 9, "Example", "import os\nassert os.listdir('.') == [], os.listdir('.')\n"
-                  "assert not os.path.exists('configs/mpe/simple_spread.yaml')")
+    """No example may rely on the repo's layout: its working directory holds nothing."""
+    block = Block("python", "docs/x.md", 3, "Example",
+                  "import os\nassert os.listdir('.') == [], os.listdir('.')\nassert not os.path.exists('configs')")
     test_python_block_runs(block, workdir)
