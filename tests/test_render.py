@@ -11,7 +11,9 @@ import marl_vec as mv
 from marl_vec import cli
 from marl_vec.cli import main
 from marl_vec.envs.extras import MissingExtraError
-from marl_vec.render import PROGRESS_HEIGHT, record_gif, save_gif, tile_frames, with_progress
+from marl_vec.render import (PROGRESS_HEIGHT, EpisodeProgress, record_gif, save_gif, tile_frames, tile_label,
+                             tiled_frame, with_progress)
+from tests.scripted_envs import DyingAgentEnv
 
 Image = pytest.importorskip("PIL.Image")
 
@@ -145,3 +147,66 @@ def test_without_pillow_record_gif_fails_before_the_rollout(tmp_path, monkeypatc
         with pytest.raises(MissingExtraError, match=r"pip install 'marl_vec\[pictures\]'"):
             record_gif(venv, tmp_path / "x.gif", steps=1, max_side=10)
 
+
+def _progress_run(mode: str, steps: int = 14):
+    """Each step's result and the counters after it, on DyingAgentEnv (6-step episodes, an agent dies at 3)."""
+    venv = mv.DummyVecEnv([lambda: DyingAgentEnv(episode_len=6)] * 2, env_seed=0, autoreset=mode)
+    r = venv.reset()
+    counter = EpisodeProgress(venv.num_envs, mode)
+    seen = []
+    for _ in range(steps):
+        r = venv.step(r.avail_actions.argmax(-1))
+        counter.update(r)
+        seen.append((r, counter.steps.copy(), counter.returns.copy()))
+    venv.close()
+    return seen
+
+
+def test_tile_labels_count_the_episode_step_and_return_in_same_step_mode():
+    seen = _progress_run("same_step")
+    ends = 0
+    for t, (r, steps, returns) in enumerate(seen):
+        for i in range(2):
+            if r.done[i]:  # the tile shows the next episode's start; the ended one adds up to its summary
+                ends += 1
+                assert (steps[i], returns[i]) == (0, 0.0)
+                prev_steps, prev_returns = seen[t - 1][1][i], seen[t - 1][2][i]
+                assert prev_steps + 1 == r.infos[i]["episode"]["length"] == 6
+                assert prev_returns + r.reward[i].astype(np.float64).mean() == pytest.approx(r.infos[i]["episode"]["return"], abs=1e-9)
+            else:
+                assert steps[i] == t % 6 + 1
+    assert ends == 4
+
+
+def test_tile_labels_restart_at_the_step_after_the_end_in_next_step_mode():
+    seen = _progress_run("next_step")
+    r, steps, returns = seen[5]  # the episodes end at the 6th step: the tile still shows them
+    assert r.done.all() and steps.tolist() == [6, 6]
+    assert returns.tolist() == pytest.approx([r.infos[i]["episode"]["return"] for i in range(2)], abs=1e-12)
+    assert seen[6][1].tolist() == [0, 0] and seen[6][2].tolist() == [0.0, 0.0]  # the reset step
+    assert seen[7][1].tolist() == [1, 1]
+
+
+def test_tile_labels_keep_the_ended_episode_in_one_episode_mode():
+    seen = _progress_run("one_episode", steps=9)
+    final = seen[5]
+    for r, steps, returns in seen[5:]:
+        assert steps.tolist() == [6, 6] and returns.tolist() == final[2].tolist()
+    assert final[2].tolist() == pytest.approx([final[0].infos[i]["episode"]["return"] for i in range(2)], abs=1e-12)
+
+
+def test_record_gif_labels_each_tile_unless_asked_not_to(tmp_path):
+    assert tile_label(3, 12, -4.254) == "env 3  step 12  return -4.25"
+    labels = [tile_label(i, 0, 0.0) for i in range(4)]
+    with _render_venv(4) as venv:
+        venv.reset(seed=0)
+        plain, labelled = tiled_frame(venv, max_side=96), tiled_frame(venv, max_side=96, labels=labels)
+        assert record_gif(venv, tmp_path / "run.gif", steps=2, max_side=96) == 3
+        assert record_gif(venv, tmp_path / "plain.gif", steps=2, max_side=96, labels=False) == 3
+    assert plain.shape == labelled.shape == (2 * 96 + 2, 2 * 96 + 2, 3)
+    for y, x in [(0, 0), (0, 98), (98, 0), (98, 98)]:  # each tile's top-left corner: a black box with text
+        box = labelled[y:y + 10, x:x + 40]
+        assert (box != plain[y:y + 10, x:x + 40]).any() and box.min() < 30 and box.max() > 200
+        assert (labelled[y + 20:y + 96, x:x + 96] == plain[y + 20:y + 96, x:x + 96]).all()  # the env's own frame
+    with Image.open(tmp_path / "run.gif") as gif, Image.open(tmp_path / "plain.gif") as gif_plain:
+        assert not np.array_equal(np.asarray(gif.convert("RGB")), np.asarray(gif_plain.convert("RGB")))
