@@ -3,7 +3,7 @@
 One adapter wraps one ``gfootball.env.create_environment(...)`` env. Install the
 engine with ``scripts/install_football.sh`` (it compiles from source).
 
-Conventions (see README.md, "Google Research Football"):
+Conventions (see docs/families/football.md):
 
 - Agents: ``left_0 .. left_{n-1}`` (the left players the trainer controls), then
   ``right_0 ..`` when right players are controlled too. Right agents see the game
@@ -31,7 +31,7 @@ Conventions (see README.md, "Google Research Football"):
   ``goals_for``, ``goals_against`` (the left team's), ``score`` (their
   difference) and ``win`` (1.0 when the difference is > 0).
 - ``autoreset="fast"`` restores a ``get_state()`` snapshot of the first reset
-  instead of resetting (see README.md for when that pays).
+  instead of resetting (see docs/families/football.md for when that pays).
 - ``render()`` returns an RGB frame drawn off-screen (EGL). gfootball allows one
   rendering env per process.
 

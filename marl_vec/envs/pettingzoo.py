@@ -1,6 +1,6 @@
 """Any PettingZoo ``ParallelEnv`` as a fixed-shape multi-agent env.
 
-Conventions (see README.md, "PettingZoo"):
+Conventions (see docs/families/pettingzoo.md and docs/concepts/agents.md):
 
 - Agents keep the order of ``possible_agents``.
 - Observations follow their space (see :mod:`marl_vec.spaces`; Dict/Tuple give trees).

@@ -29,7 +29,7 @@ from marl_vec.vec.copies import copier_for, zeros_makers
 
 @dataclass
 class StepResult:
-    """One batched step (or reset). See the table in README.md.
+    """One batched step (or reset). See the table in docs/concepts/step_result.md.
 
     Shapes, for E envs and A agents: ``obs`` (E, A, *obs_shape), ``state``
     (E, *state_shape), ``avail_actions`` (E, A, n_actions) or None,

@@ -58,7 +58,7 @@ def fastest_engine(env_id: str, preprocess: bool, kwargs: dict[str, Any]) -> str
 
     ``envpool`` is never chosen: through a VecEnv, ale-py's engine steps faster
     (it autoresets within its threaded step, where EnvPool needs a partial reset
-    after it; see README "Engines"), it ships with ale-py, our Atari dependency, so
+    after it; see docs/families/atari.md, "Engines"), it ships with ale-py, our Atari dependency, so
     the choice does not depend on what else is installed, and it reseeds single envs.
 
     The autoreset mode is the group's, unknown here: an engine adapter made by ``auto``
