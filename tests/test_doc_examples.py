@@ -81,7 +81,7 @@ class Block:
         return f"{self.where}:{self.line}"
 
 
-def readme_blocks(path: Path = README) -> list[Block]:
+def doc_blocks(path: Path = README) -> list[Block]:
     """The fenced blocks of ``path``, each with its language, line, section and markers."""
     lines = path.read_text().splitlines()
     where = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
@@ -112,7 +112,7 @@ def readme_blocks(path: Path = README) -> list[Block]:
     return blocks
 
 
-BLOCKS = [block for path in DOC_FILES for block in readme_blocks(path)]
+BLOCKS = [block for path in DOC_FILES for block in doc_blocks(path)]
 
 
 def _blocks(*langs: str) -> list:
@@ -298,7 +298,7 @@ def test_markers_and_lines_are_read(tmp_path):
     readme.write_text("# Top\n\n## Part one\n<!-- fragment -->\n```python\nx\n```\n\n"
                       "<!-- needs: ray, sc2-game -->\n<!-- not run: too slow -->\n```bash\nmarl-vec run\n```\n"
                       "```\n$ marl-vec list\n```\n")
-    blocks = readme_blocks(readme)
+    blocks = doc_blocks(readme)
     assert {b.where for b in blocks} == {"README.md"}
     assert [(b.lang, b.line, b.heading, b.text) for b in blocks] == [
         ("python", 5, "Part one", "x"), ("bash", 11, "Part one", "marl-vec run"), ("", 14, "Part one", "$ marl-vec list")]
