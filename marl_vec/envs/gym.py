@@ -188,8 +188,11 @@ class _GymGroupStepper(GroupStepper):
         gyms: list[GymAdapter] = list(adapters)  # type: ignore[arg-type]  # GymAdapter.group_stepper checked
         self._env_steps = [adapter.env.step for adapter in gyms]  # bound once: a rebuilt env gets a new stepper
         self._obs_views = [adapter._obs for adapter in gyms]
-        self._discrete = gyms[0].spec.discrete
-        # Discrete: the (k,) column of agent 0's actions; Box: each env's action array.
+        # Discrete and scalar Box: the (k,) column of agent 0's actions, read at each step
+        # as numpy scalars (GymAdapter.step's `actions[0]`); other Box: each env's action
+        # array, a view of its row. (`row.actions[0]` of a scalar Box is a numpy scalar
+        # copied here once, not a view: every step would send that first value.)
+        self._by_column = gyms[0].spec.discrete or gyms[0].spec.action_shape == ()
         self._action_column = block.actions[:, 0]
         self._action_rows = [row.actions[0] for row in rows]
         self._reward_column = block.reward[:, 0]
@@ -203,7 +206,7 @@ class _GymGroupStepper(GroupStepper):
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         env_steps, obs_views = self._env_steps, self._obs_views
         rewards, terminated, truncated = self._rewards, self._terminated, self._truncated
-        actions: Any = self._action_column if self._discrete else self._action_rows
+        actions: Any = self._action_column if self._by_column else self._action_rows
         j = first
         try:
             for j in range(first, stop):
