@@ -202,3 +202,42 @@ def test_dead_linked_ray_actor_is_replaced_and_its_envs_restart(ray_cluster):  #
         venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
         r = venv.recv()
         assert sorted(r.env_ids.tolist()) == [2, 3] and r.obs[:, 0, 0].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("call", ["reset", "step"])
+def test_an_error_in_flight_is_dropped_by_the_next_reset_or_step(backend, call):
+    # Issue 23, bug 2: env 2 raises in a pool step sent but never received. The next
+    # reset() or step() drops that result (its error too) and does its own work.
+    fns = [DyingAgentEnv, DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), DyingAgentEnv]
+    with backends.make(backend, fns, num_workers=2, batch_size=4) as venv:
+        venv.reset()
+        venv.send(np.ones((4, 3), dtype=np.int64), venv.recv().env_ids)
+        if call == "reset":
+            r = venv.reset()
+            assert r.obs[:, 0, 0].tolist() == [0.0] * 4 and venv.get_attr("t") == [0, 0, 0, 0]
+        else:  # every env stepped once more (env 2's second step does not raise); a Ray actor
+            # answering Ray calls steps its block in one call, which env 2's error cut before env 3
+            r = venv.step(np.full((4, 3), 2, dtype=np.int64))
+            assert venv.get_attr("t") == [2, 2, 1, 1 if backend == "ray-ray" else 2] and not r.done.any()
+        assert venv.get_attr("steps_taken", indices=[2]) == [1 if call == "reset" else 2]
+
+
+def test_a_partial_reset_that_leaves_out_a_failed_env_keeps_it_out_of_the_pool():
+    # Issue 23: "the failed env must stay out of the pool until it is reset".
+    fns = [DyingAgentEnv, DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), DyingAgentEnv]
+    with SubprocVecEnv(fns, num_workers=2, batch_size=1) as venv:
+        venv.reset()
+        received = [int(venv.recv().env_ids[0]) for _ in range(4)]
+        venv.send(np.ones((4, 3), dtype=np.int64), received)
+        with pytest.raises(WorkerError, match="env 2"):
+            for _ in range(4):
+                venv.recv()
+        venv.reset(env_ids=[0, 1])
+        handed = [int(venv.recv().env_ids[0]) for _ in range(3)]
+        assert sorted(handed) == [0, 1, 3]  # env 3: ready from its step; env 2: out
+        with pytest.raises(mv.PoolNotReadyError, match=r"envs \[2\] raised and wait for reset\(\)"):
+            venv.recv()
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 2 cannot be stepped, it raised"):
+            venv.send(ONES[:1], [2])
+        venv.reset(env_ids=[2])  # every env ready again, env 2 with them
+        assert [int(venv.recv().env_ids[0]) for _ in range(4)] == [0, 1, 2, 3]

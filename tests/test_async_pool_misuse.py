@@ -63,7 +63,7 @@ def test_send_refuses_envs_not_received_and_names_the_allowed_ones():
         with pytest.raises(mv.PoolNotReadyError, match=r"env 2 cannot be stepped, recv\(\) has not returned it yet "
                                                        r".*not sent since .*: \[0, 1\]"):
             venv.send(np.ones((2, 3), dtype=np.int64), [0, 2])
-        with pytest.raises(mv.PoolNotReadyError, match=r"env 7 cannot be stepped, there is no such env \(num_envs=4\)"):
+        with pytest.raises(IndexError, match=r"env indices \[7\] out of range \[0, 4\)"):  # as reset() and call()
             venv.send(ONES, [7])
         with pytest.raises(mv.PoolNotReadyError, match=r"env 0 twice"):
             venv.send(np.ones((2, 3), dtype=np.int64), [0, 0])
@@ -106,3 +106,46 @@ def test_pool_calls_while_a_synchronous_step_is_pending():
         with pytest.raises(RuntimeError, match=r"recv\(\) called while a synchronous step is pending"):
             venv.recv()
         venv.step_wait()
+
+
+def test_a_never_reset_env_is_not_handed_out_and_never_fakes_a_restart():
+    # Issue 23, bug 3: after a partial first reset, the pool handed out env 1 and sending
+    # it returned done/truncated with infos["restarted"]. DummyVecEnv's step() raises
+    # gymnasium's ResetNeeded there; the pool refuses the env, naming the reset it needs.
+    import gymnasium as gym
+
+    with SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=2, batch_size=1) as venv:
+        venv.reset(env_ids=[0])
+        assert venv.recv().env_ids.tolist() == [0]
+        never = r"envs \[1\] were never reset .*ResetNeeded.*: call reset\(env_ids=\[1\]\) to bring them in"
+        with pytest.raises(mv.PoolNotReadyError, match=r"only 0 are ready and 0 stepping; .*" + never):
+            venv.recv()
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 1 cannot be stepped, it was never reset; "
+                                                       r"call reset\(env_ids=\[1\]\) first"):
+            venv.send(np.zeros((1, 1), dtype=np.int64), [1])
+        venv.send(np.zeros((1, 1), dtype=np.int64), [0])
+        r = venv.recv()
+        assert r.env_ids.tolist() == [0] and not r.done.any() and r.infos == [{}]
+        venv.reset(env_ids=[1])
+        assert sorted(venv.recv().env_ids.tolist() + venv.recv().env_ids.tolist()) == [0, 1]
+
+
+def test_send_reads_env_ids_as_reset_and_call_do():
+    # Issue 23, bug 6: send() converted env_ids with int(): a boolean mask was read as
+    # ids 0/1 and 1.7 stepped env 1. It takes what reset()/call() take: ints, a sequence
+    # or array of ints, or a boolean mask of length num_envs (rows in env order).
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        assert venv.recv().env_ids.tolist() == [0, 1]
+        with pytest.raises(TypeError, match=r"env indices must be an int, a sequence of ints, or a boolean mask "
+                                            r"of length num_envs=4; got \[0, 1.7\] \(dtype float64\)"):
+            venv.send(np.ones((2, 3), dtype=np.int64), [0, 1.7])
+        with pytest.raises(ValueError, match=r"a boolean env mask must have shape \(4,\)"):
+            venv.send(np.ones((2, 3), dtype=np.int64), [True, True])
+        with pytest.raises(IndexError, match=r"env indices \[7\] out of range \[0, 4\)"):
+            venv.send(ONES, [7])
+        venv.send(ONES, np.array([False, True, False, False]))  # refused ones sent nothing: still owed
+        venv.send(ONES, np.array([True, False, False, False]))
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [2, 3]  # still ready from the reset
+        assert venv.get_attr("t") == [1, 1, 0, 0]

@@ -115,6 +115,7 @@ class AsyncPool:
         self._pool_owed: set[int] = set()  # returned by recv(), not sent since
         self._pool_held: list[list[int]] = [[] for _ in blocks]  # whole-block workers: sent, waiting for the rest
         self._pool_failed: set[int] = set()  # envs that raised: out of the pool until reset()
+        self._pool_unstarted: set[int] = set(range(num_envs))  # never reset: out of the pool until reset()
         self._pool_restarted: dict[int, dict] = {}  # env -> details its next result's info carries (worker replaced)
         self._pool_partial = [b""] * len(blocks)  # per worker: the start of an answer not read whole
         if whole_blocks is not None:
@@ -135,20 +136,27 @@ class AsyncPool:
                 f"got batch_size={b}"
             )
 
-    def _pool_restart(self) -> None:
-        """After reset() or a synchronous step: every env is ready, nothing in flight."""
+    def _pool_restart(self, reset_ids: Sequence[int] | None = None, step: bool = False) -> None:
+        """After reset() of ``reset_ids`` (None: all) or a synchronous step (``step``): every
+        env is ready, nothing in flight; but envs that raised, or were never reset, stay
+        out of the pool until a reset() names them."""
         self._pool_fresh = True
         self._pool_ready.clear()
         self._pool_infos = {}
         self._pool_owed.clear()
-        self._pool_failed.clear()
+        if not step:
+            for out in (self._pool_failed, self._pool_unstarted):
+                if reset_ids is None:
+                    out.clear()
+                elif out:
+                    out.difference_update(reset_ids)
         for held in self._pool_held:
             held.clear()
 
     def _pool_drain(self) -> None:
         """Wait for the envs in flight; their results are dropped (episodes recorded)."""
-        if self._pool_in_flight:
-            self._pool_wait(self._num_pool_envs + 1)
+        if self._pool_in_flight:  # an env's error is a result too: dropped (the env stays out of the pool)
+            self._pool_wait(self._num_pool_envs + 1, drop_errors=True)
         if self._pool_restarted:
             restarted, self._pool_restarted = self._pool_restarted, {}
             self._pool_settle(sorted(restarted))
@@ -179,14 +187,19 @@ class AsyncPool:
             raise RuntimeError(f"{call}() called while a synchronous step is pending; call step_wait() first")
         if not self._has_reset:
             raise PoolNotReadyError(f"call reset() before {call}()")
-        if self._pool_fresh:  # every env ready, in env order
+        if self._pool_fresh:  # every env ready, in env order (but those out of the pool)
             self._pool_fresh = False
-            self._pool_ready.extend(range(self._num_pool_envs))
+            out = self._pool_failed | self._pool_unstarted
+            self._pool_ready.extend(i for i in range(self._num_pool_envs) if i not in out)
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step the envs ``env_ids`` (returned by :meth:`recv`, not sent since) with ``actions``."""
+        """Step the envs ``env_ids`` (returned by :meth:`recv`, not sent since) with ``actions``.
+
+        ``env_ids`` as ``reset()`` and ``call()`` take them: ints, or a boolean mask of
+        length ``num_envs`` (rows of ``actions`` then in env order).
+        """
         self._pool_check("send")
-        ids = [int(i) for i in np.asarray(env_ids).reshape(-1).tolist()]
+        ids = self._check_indices(env_ids)
         owed = self._pool_owed
         if not ids or len(set(ids)) != len(ids) or not owed.issuperset(ids):
             raise PoolNotReadyError(self._pool_refusal(ids))
@@ -239,6 +252,8 @@ class AsyncPool:
                 why = "it was sent already and recv() has not returned it since"
             elif i in self._pool_failed:
                 why = "it raised (see the error recv() gave); call reset() first"
+            elif i in self._pool_unstarted:
+                why = f"it was never reset; call reset(env_ids=[{i}]) first"
             else:
                 why = "recv() has not returned it yet (its result waits in the pool)"
             return (f"send() got env_ids {ids}: env {i} cannot be stepped, {why}; send() steps only envs "
@@ -281,8 +296,11 @@ class AsyncPool:
     def _pool_shortage(self) -> str:
         ready, flying, owed = len(self._pool_ready), self._pool_in_flight, len(self._pool_owed)
         held = sum(len(h) for h in self._pool_held)
+        unstarted = sorted(self._pool_unstarted)
+        never = (f"envs {unstarted} were never reset (a step would raise gymnasium's ResetNeeded): "
+                 f"call reset(env_ids={unstarted}) to bring them in") if unstarted else ""
         if not (ready or flying or owed or held or self._pool_failed):
-            return "recv(): no envs are stepping or ready; call reset() first"
+            return f"recv(): no envs are stepping or ready; {never or 'call reset() first'}"
         parts = [f"recv() needs batch_size={self.batch_size} envs, but only {ready} are ready and {flying} stepping"]
         if owed:
             parts.append(f"{owed} were returned by recv() and not sent yet: send() them first")
@@ -290,11 +308,14 @@ class AsyncPool:
             parts.append(f"{held} were sent and wait for the rest of their worker's block")
         if self._pool_failed:
             parts.append(f"envs {sorted(self._pool_failed)} raised and wait for reset()")
+        if never:
+            parts.append(never)
         return "; ".join(parts)
 
-    def _pool_wait(self, need: int) -> None:
+    def _pool_wait(self, need: int, drop_errors: bool = False) -> None:
         """Read the workers' answers until ``need`` envs are ready, or nothing is in flight
-        (bounded by timeout). An env's error is raised once the answers read are recorded."""
+        (bounded by timeout). An env's error is raised once the answers read are recorded
+        (``drop_errors``: not raised; the env is out of the pool all the same)."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         flying = self._pool_flying
         while len(self._pool_ready) < need and self._pool_in_flight:
@@ -309,7 +330,7 @@ class AsyncPool:
                     self._pool_answer(w)
                 except _EnvFailed as failed:  # one env's error: the other answers are recorded first
                     errors.append(failed.error)
-            if errors:
+            if errors and not drop_errors:
                 raise errors[0]
 
     def _pool_complete(self, w: int, info: dict | ObjectReply | None) -> None:

@@ -244,7 +244,7 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
         for w, ids in zip(workers, locals_):
             self._send(w, "reset", (seed, ids))
         results = self._receive(workers, "reset")
-        self._pool_restart()
+        self._pool_restart(env_ids)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for w in workers:
             start = self.blocks[w].start
@@ -272,7 +272,7 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             block_infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
             for j, info in block_infos.items():
                 infos[start + j] = info
-        self._pool_restart()
+        self._pool_restart(step=True)
         return infos
 
     def _per_actor(self, method: str, indices: list[int], *args: Any, values: list[Any] | None = None) -> list[Any]:

@@ -182,7 +182,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         else:
             per_worker = {w: (seed, local) for w, local in self._per_worker(env_ids).items()}
         replies = self._command("reset", per_worker)
-        self._pool_restart()
+        self._pool_restart(env_ids)
         return self._gather_infos(replies)
 
     def _step_async(self) -> None:
@@ -209,7 +209,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             start = self._blocks[w][0]
             for j, info in self._replace_worker(w, reply.what).items():
                 infos[start + j] = info
-        self._pool_restart()
+        self._pool_restart(step=True)
         return infos
 
     def _call(self, name: str, args: tuple, kwargs: dict, indices: list[int]) -> list[Any]:
