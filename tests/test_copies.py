@@ -144,3 +144,69 @@ def test_zeros_of_several_large_fields_share_one_map_but_no_memory():
         assert not mask.any() and (obs == 255).all() and (state == -1.0).all()
         again = make()
         assert not again[0].any() and not again[2].any() and not np.shares_memory(again[0], obs)
+
+
+# -- final_* where done is False (issue 23, bug 4) ------------------------------------------
+
+def _cartpole_for(steps: int, kind: str) -> gym.Env:
+    """CartPole cut at ``steps``: as it is, as Text (one object leaf), or as a Dict of an
+    array leaf and object leaves."""
+    from gymnasium.wrappers import TransformObservation
+
+    from tests.object_space_envs import DICT_WITH_GRAPH, TEXT, dict_with_graph, text_of
+
+    env = gym.make("CartPole-v1", max_episode_steps=steps)
+    if kind == "text":
+        return TransformObservation(env, text_of, TEXT)
+    if kind == "dict":
+        return TransformObservation(env, dict_with_graph, DICT_WITH_GRAPH)
+    return env
+
+
+def _leaves(tree):
+    return list(tree.values()) if isinstance(tree, dict) else [tree]
+
+
+def _assert_blank_where_not_done(r, step):
+    """final_* rows of envs not done: zeros (False), or None in object leaves; rows of
+    done envs: the episode's last observation (never blank)."""
+    not_done = ~r.done
+    for name in ("final_obs", "final_state", "final_avail_actions"):
+        for leaf in _leaves(getattr(r, name)):
+            rows = leaf[not_done]
+            if leaf.dtype.hasobject:
+                assert all(value is None for value in rows.reshape(-1)), (name, step, rows)
+            else:
+                assert not rows.any(), (name, step, rows)
+    for leaf in _leaves(r.final_obs):
+        for i in np.flatnonzero(r.done):
+            assert leaf[i].dtype.hasobject and leaf[i].reshape(-1)[0] is not None or leaf[i].any(), (step, i)
+
+
+@pytest.mark.parametrize("kind", ["array", "text", "dict"])
+@pytest.mark.parametrize("backend", ["dummy", "subproc", "pool"])
+def test_final_rows_of_envs_not_done_are_blank(kind, backend):
+    # Env 0 ends every 3 steps, env 1 every 5: at step 5 env 1 ends while env 0 (which
+    # ended at step 3) does not; its final_* row must not carry that older episode.
+    import functools
+
+    fns = [functools.partial(_cartpole_for, 3, kind), functools.partial(_cartpole_for, 5, kind)]
+    pool = backend == "pool"
+    with mv.make_vec(fns, backend="dummy" if backend == "dummy" else "subproc", env_seed=0,
+                     **({"batch_size": 2} if pool else {})) as venv:
+        venv.reset()
+        if pool:
+            ids = venv.recv().env_ids
+        ones = np.ones((2, 1), np.int64)
+        seen_done = []
+        for step in range(1, 8):
+            if pool:
+                venv.send(ones, ids)
+                r = venv.recv()
+                ids = r.env_ids
+                assert r.env_ids.tolist() in ([0, 1], [1, 0])
+            else:
+                r = venv.step(ones)
+            seen_done.append(r.done.tolist() if not pool else [bool(r.done[r.env_ids.tolist().index(i)]) for i in (0, 1)])
+            _assert_blank_where_not_done(r, step)
+        assert [k + 1 for k, d in enumerate(seen_done) if any(d)] == [3, 5, 6]

@@ -111,9 +111,24 @@ def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < LARGE or dtype.hasobject:  # object arrays (Text, Graph, ...) cannot live in a map
+    if dtype.hasobject:  # object arrays (Text, Graph, ...) cannot live in a map; blank is None (see blank_rows)
+        return functools.partial(np.full, shape, None, dtype)
+    if nbytes < LARGE:
         return functools.partial(np.zeros, shape, dtype)
     return functools.partial(_mapped_zeros, shape, dtype, nbytes)
+
+
+def blank_rows(array: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``array`` (a copy the caller owns) with the rows that boolean mask ``rows`` selects
+    blanked: zeros (False), or None in object arrays (Text, Graph, ... leaves). The one
+    rule for ``final_*`` rows where ``done`` is False. None: nothing to blank.
+
+    >>> blank_rows(np.ones((3, 2)), np.array([True, False, True]))[:, 0].tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if rows is not None:
+        array[rows] = None if array.dtype.hasobject else 0
+    return array
 
 
 def _mapped_zeros(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:

@@ -64,6 +64,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
+from marl_vec.vec.copies import blank_rows
 from marl_vec.vec.worker import ObjectReply, decode, encode_pool_step
 
 _LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
@@ -286,11 +287,16 @@ class AsyncPool:
         else:
             def rows_of(tree: Any) -> Any:
                 return None if tree is None else tree[ids]
+        done = buf.done[ids]
+        # final_* rows of envs not done: blanks, as step() gives them (the rows taken are copies).
+        blank = None if np.count_nonzero(done) == done.size else ~done
+
+        def finals_of(tree: Any) -> Any:
+            return None if tree is None else spaces.tree_map(lambda rows: blank_rows(rows, blank), rows_of(tree))
         return PoolStepResult(
             rows_of(buf.obs), rows_of(buf.state), None if avail is None else avail[ids], buf.agent_mask[ids],
-            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], buf.done[ids], infos,
-            rows_of(buf.final_obs), rows_of(buf.final_state), None if final_avail is None else final_avail[ids],
-            env_ids=ids,
+            buf.reward[ids], buf.terminated[ids], buf.truncated[ids], done, infos,
+            finals_of(buf.final_obs), finals_of(buf.final_state), finals_of(final_avail), env_ids=ids,
         )
 
     def _pool_shortage(self) -> str:

@@ -1,7 +1,7 @@
 """StepResult, and how a VecEnv builds one from its buffers (views, or copies).
 
 With ``copy=True`` every returned array is a fresh copy; ``final_*`` are copied
-only on steps where some env finished, and are fresh zeros on the others
+only on steps where some env finished (rows of envs not done blanked), and are fresh zeros on the others
 (:func:`marl_vec.vec.copies.zeros_makers`), which is cheaper for large observations.
 
 Example:
@@ -24,7 +24,7 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
-from marl_vec.vec.copies import copier_for, zeros_makers
+from marl_vec.vec.copies import blank_rows, copier_for, zeros_makers
 
 
 @dataclass
@@ -37,7 +37,8 @@ class StepResult:
     For Dict/Tuple observation spaces ``obs``, ``final_obs`` (and a state made of
     the observations) are dicts / tuples of such arrays, one per leaf.
     ``final_*`` are set in the same_step and fast modes only, valid where ``done``
-    (zeros elsewhere).
+    (elsewhere zeros, and None in object leaves such as Text or Graph; with ``copy=False``
+    those rows are the buffers' own and hold an earlier episode's end).
     """
 
     obs: Any
@@ -103,26 +104,37 @@ class ResultMaker:
         )
 
     def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any]:
-        """Copies of ``final_*``, or where no env finished, fresh zeros.
+        """Copies of ``final_*`` with the rows of envs not done blanked (zeros; None in
+        object leaves: :func:`~marl_vec.vec.copies.blank_rows`), or where no env finished,
+        fresh blanks.
 
-        ``final_*`` are valid only where an env finished. On the many steps where
-        none did, zeros are cheaper than a copy: large ones are pages the kernel
-        supplies on first touch (see :func:`marl_vec.vec.copies.zeros_maker`), which
-        for pixel observations is most of the difference.
+        The buffers' ``final_*`` rows are valid only where an env finished; elsewhere they
+        hold an earlier episode's end. On the many steps where none did, zeros are cheaper
+        than a copy: large ones are pages the kernel supplies on first touch (see
+        :func:`marl_vec.vec.copies.zeros_maker`), which for pixel observations is most of
+        the difference.
         """
         avail = buf.final_avail_actions
+        if any_done:
+            done = buf.done
+            rows = None if np.count_nonzero(done) == done.size else ~done
+
+            def fresh(array: np.ndarray, copier: Callable[[np.ndarray], np.ndarray] = _copy) -> np.ndarray:
+                return blank_rows(copier(array), rows)
         if self._obs_is_tree:
-            fresh: Callable[[np.ndarray], np.ndarray] = _copy if any_done else _zeros_like
+            if not any_done:
+                fresh = _zeros_like
             return (spaces.tree_map(fresh, buf.final_obs),
                     None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
                     None if avail is None else fresh(avail))
         if any_done:
             if self._objects_out:
-                return (_copy(buf.final_obs), None if buf.final_state is None else _copy(buf.final_state),
-                        None if avail is None else avail.copy())
+                return (fresh(buf.final_obs), None if buf.final_state is None else fresh(buf.final_state),
+                        None if avail is None else fresh(avail))
             copiers = cast(list, self._copiers)  # set by _result before
-            return (copiers[2](buf.final_obs), None if buf.final_state is None else copiers[3](buf.final_state),
-                    None if avail is None else avail.copy())
+            return (fresh(buf.final_obs, copiers[2]),
+                    None if buf.final_state is None else fresh(buf.final_state, copiers[3]),
+                    None if avail is None else fresh(avail))
         if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
             self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, avail])
         obs_zeros, state_zeros, avail_zeros = self._final_zeros()
@@ -136,5 +148,8 @@ def _copy(array: np.ndarray) -> np.ndarray:
 
 
 def _zeros_like(array: np.ndarray) -> np.ndarray:
-    """``np.zeros_like`` fills its result; ``np.zeros`` gets calloc'ed (untouched) memory."""
+    """Blanks like ``array`` (None in object arrays: :func:`~marl_vec.vec.copies.blank_rows`);
+    ``np.zeros_like`` fills its result, ``np.zeros`` gets calloc'ed (untouched) memory."""
+    if array.dtype.hasobject:
+        return np.full(array.shape, None, array.dtype)
     return np.zeros(array.shape, array.dtype)
