@@ -258,6 +258,26 @@ def test_batch_of_one_with_dict_actions_equals_sync_vector_env_of_one():
     ours.close(), theirs.close()
 
 
+# -- final_obs leaves of the env's own types (issue 23, bug 7) ---------------------------------
+
+SCALARS = Dict({"cell": Discrete(2), "level": Box(-np.inf, np.inf, (), np.float32),
+                "pos": Box(-np.inf, np.inf, (2,), np.float32)})
+
+
+def cartpole_numpy_scalars() -> gym.Env:  # np.int64, np.float32 and a float64 array under a float32 Box
+    return TransformObservation(gym.make("CartPole-v1"), lambda o: {
+        "cell": np.int64(o[0] > 0), "level": np.float32(o[1]), "pos": o[:2].astype(np.float64)}, SCALARS)
+
+
+def cartpole_zero_d_arrays() -> gym.Env:  # 0-d arrays for the Discrete and the scalar Box leaves
+    return TransformObservation(gym.make("CartPole-v1"), lambda o: {
+        "cell": np.array(int(o[0] > 0)), "level": np.array(o[1], np.float32), "pos": o[:2]}, SCALARS)
+
+
+def cartpole_discrete_int64() -> gym.Env:  # one Discrete observation, as np.int64 (FrozenLake's is an int)
+    return TransformObservation(gym.make("CartPole-v1"), lambda o: np.int64(o[0] > 0), Discrete(2))
+
+
 # -- SB3VecEnv -----------------------------------------------------------------------------------
 
 FLAT_DICT = Dict({"pos": Box(-5, 5, (2,), np.float32), "vel": Box(-np.inf, np.inf, (2,), np.float32),
@@ -291,7 +311,9 @@ def sb3_pair(fn: Callable[[], gym.Env], backend: str = "dummy", n: int = E) -> t
 
 
 @pytest.mark.parametrize("backend", ["dummy", "subproc"])
-@pytest.mark.parametrize("fn", [cartpole_dict_obs_multidiscrete_action, cartpole_dict_obs_multibinary_action],
+@pytest.mark.parametrize("fn", [cartpole_dict_obs_multidiscrete_action, cartpole_dict_obs_multibinary_action,
+                                # terminal_observation leaves of the env's own types (issue 23, bug 7)
+                                cartpole_numpy_scalars, cartpole_zero_d_arrays],
                          ids=lambda fn: fn.__name__)
 def test_sb3_dict_observations_and_multi_actions_equal_sb3_dummy_vec_env(fn, backend):
     ours, theirs = sb3_pair(fn, backend)
@@ -346,3 +368,12 @@ def test_sb3_ppo_multi_input_policy_learns_bit_for_bit_what_it_learns_on_sb3_dum
     assert len(mine) == len(reference)
     for a, b in zip(mine, reference):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+@pytest.mark.parametrize("fn", [cartpole_numpy_scalars, cartpole_zero_d_arrays, cartpole_discrete_int64],
+                         ids=lambda fn: fn.__name__)
+def test_final_obs_leaves_are_the_envs_own_types_as_sync_vector_envs(fn, backend):
+    ours, theirs = face_and_sync(fn, "same_step", backend)
+    assert run_both(ours, theirs) >= 2  # assert_same compares each leaf's type and dtype
+    ours.close(), theirs.close()

@@ -20,7 +20,9 @@ import gymnasium
 import numpy as np
 
 from marl_vec import spaces
+from marl_vec.envs.obs_types import OBS_KIND_ATTR, as_native
 from marl_vec.group import ENV_EPISODE_KEY
+from marl_vec.vec.base import VecEnv
 
 
 def agent_zero(tree: Any) -> Any:
@@ -30,26 +32,59 @@ def agent_zero(tree: Any) -> Any:
     return spaces.tree_map(lambda a: a[:, 0], tree)
 
 
-def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool) -> Any:
+def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool, kind: Any = None) -> Any:
     """Env ``env``'s final observation as the env itself returned it (SyncVectorEnv's
-    ``infos["final_obs"][env]``): Python ints for Discrete leaves, dicts / tuples for
-    Dict / Tuple, arrays elsewhere (copied when ``copy``: the buffers are reused).
+    ``infos["final_obs"][env]``): each leaf of the type ``kind`` says
+    (:mod:`marl_vec.envs.obs_types`: the env's own ``int``, ``np.int64``, 0-d array, array
+    dtype, ...), dicts / tuples for Dict / Tuple (copied when ``copy``: the buffers are
+    reused). Without a kind (adapters other than GymAdapter): Python ints for Discrete
+    leaves, the buffers' arrays elsewhere.
 
     Example:
         >>> space = gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(32), gymnasium.spaces.Box(0, 1, (2,))))
         >>> final_obs_of(space, (np.array([[7]]), np.zeros((1, 1, 2), np.float32)), 0, copy=False)
         (7, array([0., 0.], dtype=float32))
+        >>> final_obs_of(space, (np.array([[7]]), np.zeros((1, 1, 2), np.float32)), 0, copy=False,
+        ...              kind=(("scalar", "<i8"), ("array", "<f8")))
+        (np.int64(7), array([0., 0.]))
     """
     if isinstance(space, gymnasium.spaces.Dict):
-        return {key: final_obs_of(child, tree[key], env, copy) for key, child in space.spaces.items()}
+        kinds = kind if isinstance(kind, dict) else {}
+        return {key: final_obs_of(child, tree[key], env, copy, kinds.get(key)) for key, child in space.spaces.items()}
     if isinstance(space, gymnasium.spaces.Tuple):
-        return tuple(final_obs_of(child, tree[i], env, copy) for i, child in enumerate(space.spaces))
-    value = tree[env, 0]
+        kinds = kind if isinstance(kind, tuple) and len(kind) == len(space.spaces) else (None,) * len(space.spaces)
+        return tuple(final_obs_of(child, tree[i], env, copy, kinds[i]) for i, child in enumerate(space.spaces))
+    if spaces.is_object_leaf(space):  # the value itself; a later step replaces it, never changes it
+        return tree[env, 0]
+    value = tree[env, 0, ...]  # an array, 0-d too
+    if isinstance(kind, tuple) and len(kind) == 2:
+        return as_native(value, kind, copy)
     if isinstance(space, gymnasium.spaces.Discrete):
         return value.item()
-    if spaces.is_object_leaf(space):  # the value itself; a later step replaces it, never changes it
-        return value
     return value.copy() if copy else value
+
+
+class FinalObs:
+    """:func:`final_obs_of` for a face over ``venv``, each env's leaves of the types its
+    env returns (:mod:`marl_vec.envs.obs_types`, read from the adapters once, at the first
+    final observation: the envs have been reset by then).
+
+    >>> final = FinalObs(venv)  # doctest: +SKIP
+    >>> final(r.final_obs, i, copy=True)  # doctest: +SKIP
+    """
+
+    def __init__(self, venv: VecEnv):
+        self.venv = venv
+        self.space = venv.spec.single_agent_observation_space  # the structure of r.final_obs
+        self.kinds: list[Any] | None = None
+
+    def __call__(self, final_obs: Any, env: int, copy: bool) -> Any:
+        if self.kinds is None:
+            try:
+                self.kinds = list(self.venv.get_attr(OBS_KIND_ATTR))
+            except Exception:  # not a GymAdapter (AttributeError here, WorkerError from a worker)
+                self.kinds = [None] * self.venv.num_envs
+        return final_obs_of(self.space, final_obs, env, copy, self.kinds[env])
 
 
 def gym_batch(space: gymnasium.spaces.Space, tree: Any) -> Any:

@@ -65,7 +65,7 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
 from marl_vec import spaces
-from marl_vec.compat.gym_batching import (_batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
+from marl_vec.compat.gym_batching import (FinalObs, _batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
                                           final_obs_of, gym_batch, object_column)
 from marl_vec.compat.gym_spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
                                         action_space_of, observation_space_of)
@@ -175,6 +175,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
                                 spaces.leaves(self._obs_space_of_venv, objects=True))
         self._object_actions = isinstance(spec.action, ObjectAction)
         self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
+        self._final_obs = FinalObs(venv)  # final_obs leaves of the envs' own types
 
     @classmethod
     def from_env_fns(
@@ -295,7 +296,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             summary = info.get("episode")
             env_info = _env_info(info)
             if self._keeps_final and done[i]:
-                final_obs = final_obs_of(self._obs_space_of_venv, r.final_obs, i, copy=not self.venv.copy)
+                final_obs = self._final_obs(r.final_obs, i, copy=not self.venv.copy)
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": env_info}, i)
                 env_info = info.get("reset_info", {})
             if env_info:

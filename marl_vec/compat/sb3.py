@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from marl_vec.compat.gym_batching import _env_info, agent_zero, final_obs_of
+from marl_vec.compat.gym_batching import FinalObs, _env_info, agent_zero
 from marl_vec.compat.gym_spaces import _attr_or_none, _native_action_space, observation_space_of
 from marl_vec.envs.extras import missing_extra_message
 from marl_vec.spec import TreeAction
@@ -90,7 +90,7 @@ class SB3VecEnv(SB3BaseVecEnv):
         observation_space = observation_space_of(spec, _attr_or_none(venv, "observation_space", [0])[0])
         super().__init__(venv.num_envs, observation_space, native_action)
         self._action_shape = (venv.num_envs, 1, *spec.action_shape)
-        self._obs_space_of_venv = spec.single_agent_observation_space  # the structure of r.obs
+        self._final_obs = FinalObs(venv)  # terminal_observation of the env's own leaf types
         self._t_start = time.time()
         self._actions: np.ndarray | None = None
 
@@ -131,7 +131,7 @@ class SB3VecEnv(SB3BaseVecEnv):
             out["TimeLimit.truncated"] = bool(truncated[i]) and not bool(terminated[i])
             if done:
                 # as the env returned it (SB3's DummyVecEnv keeps the env's own object)
-                out["terminal_observation"] = final_obs_of(self._obs_space_of_venv, r.final_obs, i, copy=True)
+                out["terminal_observation"] = self._final_obs(r.final_obs, i, copy=True)
                 self.reset_infos[i] = info.get("reset_info", {})
             infos.append(out)
         return agent_zero(r.obs), r.reward[:, 0].astype(np.float32), r.done.copy(), infos

@@ -24,6 +24,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
+from marl_vec.envs.obs_types import OBS_KIND_ATTR, obs_kind
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
@@ -112,6 +113,7 @@ class GymAdapter(NativeEnvAdapter):
             reward_dtype=np.dtype(np.float64),  # gymnasium's vector envs: rewards bit for bit
         )
         self._tree_actions = isinstance(action, TreeAction)
+        self._obs_kind: Any = None  # the Python types of the env's own observation (its first reset's)
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -144,6 +146,8 @@ class GymAdapter(NativeEnvAdapter):
     # setattr would set a new attribute on the outermost wrapper, leaving the env unchanged.
 
     def get_native_attr(self, name: str) -> Any:
+        if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.envs.obs_types)
+            return self._obs_kind
         return self.env.get_wrapper_attr(name)
 
     def set_native_attr(self, name: str, value: Any) -> None:
@@ -152,6 +156,8 @@ class GymAdapter(NativeEnvAdapter):
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         obs, info = self.env.reset(seed=seed)
         self._obs[...] = obs
+        if self._obs_kind is None:
+            self._obs_kind = obs_kind(obs)
         return info
 
     def step(self, actions: np.ndarray) -> dict[str, Any]:
