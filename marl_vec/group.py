@@ -196,6 +196,10 @@ class EnvGroup:
         """
         local = range(len(self.adapters)) if env_ids is None else env_ids
         unseeded = self._unseeded
+        if env_ids is not None and len(set(env_ids)) < len(self.adapters):  # a native engine may refuse
+            refusal = self._stepper.reset_error(env_ids, seed is not None or any(j in unseeded for j in env_ids))
+            if refusal is not None:
+                raise ValueError(refusal)
         infos: list[dict[str, Any]] = []
         for j in local:
             if seed is not None:

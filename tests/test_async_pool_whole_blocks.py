@@ -46,3 +46,23 @@ def test_envs_sent_wait_for_the_rest_of_their_block():
             venv.send(np.ones((1, 1), dtype=np.int64), [0])
         venv.send(np.ones((1, 1), dtype=np.int64), [1])  # the block is whole: it steps
         assert venv.recv().env_ids.tolist() == [0, 1]
+
+
+def test_a_partial_first_reset_gets_a_clear_message_not_a_fake_restart():
+    # Issue 23 ("also check"): env 1 of worker 0's block was never reset; the block cannot
+    # step without it, and recv() says which env needs which reset.
+    with mv.SubprocVecEnv([engine_fn] * 4, num_workers=2, batch_size=2) as venv:
+        venv.reset(env_ids=[0, 2, 3])
+        assert venv.recv().env_ids.tolist() == [0, 2]  # the reset rows, in env order, env 1 left out
+        with pytest.raises(mv.PoolNotReadyError, match=r"only 1 are ready .*envs \[1\] were never reset .*: "
+                                                       r"call reset\(env_ids=\[1\]\)"):
+            venv.recv()
+        with pytest.raises(mv.PoolNotReadyError, match=r"env 1 cannot be stepped, it was never reset"):
+            venv.send(np.zeros((1, 1), np.int64), [1])
+        venv.reset(env_ids=[1])
+        r = venv.recv()
+        assert r.env_ids.tolist() == [0, 1] and not r.done.any() and r.infos == [{}, {}]
+        venv.send(np.zeros((2, 1), np.int64), r.env_ids)
+        venv.send(np.zeros((2, 1), np.int64), venv.recv().env_ids)
+        r = venv.recv()
+        assert not any(info.get("restarted") for info in r.infos)

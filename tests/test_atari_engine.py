@@ -386,16 +386,39 @@ def test_envpool_seeding_and_subproc_parity():
     assert sum(len(step[-1]) for step in dummy[1:]) >= 1, "the test should cover episode ends"
 
 
-def test_envpool_refuses_to_reseed_one_env_alone():
-    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:
-        venv.reset()
-        with pytest.raises(ValueError, match="EnvPool fixes each env's seed when its pool is made: env slot 1 cannot be reseeded"):
-            venv.reset(seed=3, env_ids=[1])
-    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:
-        venv.reset()
-        venv.reset(seed=3, env_ids=[0])  # remakes the pool under env 1
-        with pytest.raises(ValueError, match=r"a seeded reset must reset every env of the group \(env slots \[1\] were not\)"):
+def test_envpool_refuses_a_partial_reseed_at_once_and_leaves_the_other_envs_running():
+    # Issue 23, bug 5: reset(seed=s, env_ids=[0]) rebuilt the whole EnvPool (env 1's episode
+    # lost) and the error came only at the next step. It is refused before anything is reset.
+    actions = random_actions(40, 2, 4, seed=3)
+    refused = r"engine: envpool cannot reseed part of a group: .* must name all 2 envs of the group .*engine: ale_vector"
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv, \
+            mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as reference:
+        venv.reset(), reference.reset()
+        for t in range(20):
+            venv.step(actions[t]), reference.step(actions[t])
+        for env_ids in ([0], [1], np.array([True, False])):
+            with pytest.raises(ValueError, match=refused):
+                venv.reset(seed=3, env_ids=env_ids)
+        for t in range(20, 40):  # both envs go on as if nothing was asked
+            a, b = venv.step(actions[t]), reference.step(actions[t])
+            np.testing.assert_array_equal(a.obs, b.obs)
+            np.testing.assert_array_equal(a.reward, b.reward)
+        r = venv.reset(env_ids=[1])  # what works: a reset without a seed, of one env
+        assert not r.done.any()
+        venv.reset(seed=3, env_ids=[0, 1])  # or a seeded reset of every env
+        venv.step(actions[0])
+
+
+def test_envpool_partial_first_reset():
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=0) as venv:  # the first reset is seeded env_seed + i
+        with pytest.raises(ValueError, match="engine: envpool cannot reseed part of a group"):
+            venv.reset(env_ids=[0])
+    with mv.DummyVecEnv([envpool_fn()] * 2, env_seed=None) as venv:  # unseeded: served; env 1 waits
+        venv.reset(env_ids=[0])
+        with pytest.raises(ValueError, match=r"env slots \[1\] of this group were never reset: reset them first"):
             venv.step(np.zeros((2, 1), dtype=np.int64))
+        venv.reset(env_ids=[1])
+        venv.step(np.zeros((2, 1), dtype=np.int64))
 
 
 def test_envpool_refuses_noop_max_zero():

@@ -82,6 +82,12 @@ class GroupStepper:
         the modes that leave finished envs out of a step; the group raises it as ValueError."""
         return None
 
+    def reset_error(self, local_ids: Sequence[int], seeded: bool) -> str | None:
+        """Why this stepper refuses a reset of the group's envs ``local_ids`` (only part of
+        the group; ``seeded``: some of them get a seed), or None when it serves it. Asked
+        before anything is reset; the group raises it as ValueError."""
+        return None
+
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         """Step envs ``first`` to ``stop - 1``; see the class docstring."""
         adapters, act_rows = self.adapters, self.act_rows

@@ -22,7 +22,10 @@ whole. What a group step costs beyond EnvPool's own step:
 
 Seeding: EnvPool fixes each env's seed when the pool is made; the pool is made
 at the first reset, and again at each seeded reset of slot 0 (the group seeds
-slot 0 first, then slot j with ``seed + j``); reseeding one env alone raises.
+slot 0 first, then slot j with ``seed + j``). A seeded reset of part of the group
+(an env's first reset is seeded too) is refused before anything is reset
+(:meth:`EnvPoolStepper.reset_error`): remaking the pool would end the other
+envs' episodes.
 EnvPool counts the episode limit itself (``max_episode_steps``, agent steps).
 
 May import: numpy, envpool (via the config's ``build``), ``marl_vec.envs.atari.engine_config``,
@@ -60,6 +63,16 @@ def reseed_error(slot: int, seed: int) -> ValueError:
         f"EnvPool fixes each env's seed when its pool is made: env slot {slot} cannot be reseeded "
         f"with {seed} alone; reset every env of the group with a seed (reset(seed=...)), reset it "
         f"without one, or use engine: ale_vector"
+    )
+
+
+def reseed_part_error(k: int) -> str:
+    return (
+        f"engine: envpool cannot reseed part of a group: EnvPool takes each env's seed only when its pool "
+        f"is made, and making it anew would end the other envs' episodes. A seeded reset (reset(seed=...), or "
+        f"an env's first reset, seeded env_seed + index) must name all {k} envs of the group (a worker's block) "
+        f"or none (reset(seed=...)); what works: reset(env_ids=...) without a seed once the envs were reset, "
+        f"a seeded reset of every env, or engine: ale_vector, which reseeds single envs"
     )
 
 
@@ -193,13 +206,21 @@ class EnvPoolStepper(EngineStepper):
                  engine: EnvPoolEngine | None = None):
         super().__init__(adapters, rows, block, engine)
 
+    def reset_error(self, local_ids: Sequence[int], seeded: bool) -> str | None:
+        """A seeded reset of part of the group is refused before anything is reset: EnvPool
+        takes seeds only when its pool is made, and making it anew would end the other
+        envs' episodes."""
+        if not seeded or self.on_python:
+            return None
+        return reseed_part_error(self.engine.k)
+
     def step_group(self, infos: list[dict[str, Any]]) -> None:
         engine: EnvPoolEngine = self.engine  # type: ignore[assignment]
-        if engine.unclaimed:  # a seeded reset of slot 0 alone remade the pool under the others
+        if engine.unclaimed:  # slots never reset (a partial first reset with env_seed=None)
             self.failed_at = 0
             raise ValueError(
-                f"EnvPool fixes each env's seed when its pool is made: a seeded reset must reset every "
-                f"env of the group (env slots {sorted(engine.unclaimed)} were not); or use engine: ale_vector"
+                f"engine: envpool steps every env of its group in one call, and env slots {sorted(engine.unclaimed)} "
+                f"of this group were never reset: reset them first (reset(env_ids=...)), or reset the whole batch"
             )
         if engine.cached:
             engine.forget_reset_obs()
