@@ -160,6 +160,53 @@ def test_action_masks_and_agent_mask_values():
         face.close()
 
 
+class _EvenDyingAgentEnv(DyingAgentEnv):
+    """DyingAgentEnv with 4 actions for every agent: PettingZooWrapper stacks one group's specs."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.n_actions = {"a0": 4, "a1": 4, "a2": 4}
+
+
+MASK_KEYS = [("agents", "observation"), ("agents", "mask"), "done", ("agents", "done"), ("agents", "terminated"),
+             ("agents", "truncated")]
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_agent_mask_at_an_episode_end_equals_pettingzoo_wrapper(backend):
+    """Issue 23: at a step where an env finished, ``(group, "mask")`` was the new episode's
+    while the observation (and action mask) were the final ones. It is the final step's, as
+    PettingZooWrapper gives it: the agents still in ``env.agents`` (none, at an episode's end)."""
+    # No agent dies mid-episode here: TorchRL's step_and_maybe_reset resets a PettingZooWrapper
+    # env as soon as one agent is done (its group's "_reset"), which the face does not.
+    fns = [functools.partial(_EvenDyingAgentEnv, episode_len=4, die_at=9), functools.partial(_EvenDyingAgentEnv, die_at=9)]
+    natives = [PettingZooWrapper(fn(), group_map={"agents": ["a0", "a1", "a2"]}, use_mask=True, seed=i,
+                                 categorical_actions=True) for i, fn in enumerate(fns)]
+    face = TorchRLEnv(mv.make_vec(fns, backend=backend, env_seed=0), agent_mask=True)
+    try:
+        td, native_tds = face.reset(), [n.reset() for n in natives]
+        ends = []
+        for t in range(13):
+            counts = [t % 4, t % 6]  # (count + 1) % 3 is never the unavailable action count % n
+            td["agents", "action"] = torch.tensor([[(c + 1) % 3] * 3 for c in counts])
+            for i, ntd in enumerate(native_tds):
+                ntd["agents", "action"] = td["agents", "action"][i].clone()
+            td, td_next = face.step_and_maybe_reset(td)
+            stepped = [n.step_and_maybe_reset(ntd) for n, ntd in zip(natives, native_tds)]
+            for i, (native, native_next) in enumerate(stepped):
+                for key in MASK_KEYS:
+                    assert torch.equal(td["next", key][i], native["next", key]), (t, i, key)
+                    assert torch.equal(td_next[key][i], native_next[key]), (t, i, "reset", key)
+            ends += [(t, i) for i in np.flatnonzero(td["next", "done"].flatten().numpy())]
+            native_tds = [n for _, n in stepped]
+            td = td_next
+        assert ends == [(3, 0), (5, 1), (7, 0), (11, 0), (11, 1)]
+    finally:
+        face.close()
+        for n in natives:
+            n.close()
+
+
 @pytest.mark.parametrize("backend", ["dummy", "subproc"])
 def test_envs_ending_at_different_steps(backend):
     """Episodes of 4 and 6 steps: each step shows the final observation where an env ended, and the

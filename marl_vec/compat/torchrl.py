@@ -5,7 +5,8 @@ with ``batch_size=(E,)`` and the agents split into groups:
 
 - ``(group, "observation")`` (E, A_g, *obs_shape); ``(group, "action_mask")``
   (E, A_g, n_actions) bool only where the env has masks (see ``action_mask``);
-  ``(group, "mask")`` (E, A_g) bool, the agents alive, only with ``agent_mask=True``;
+  ``(group, "mask")`` (E, A_g) bool, the agents alive, only with ``agent_mask=True`` (where an
+  env finished: the final step's, as the observation; no agent of a finished env is alive);
   ``"state"`` (E, *state_shape) where the VecEnv has a state.
 - ``(group, "action")``: discrete (E, A_g) int64 (categorical, never one-hot);
   continuous (E, A_g, *action_shape) float32 within the env's bounds.
@@ -281,7 +282,7 @@ class TorchRLEnv(EnvBase):
     def _output(self, r: StepResult, step: bool) -> TensorDictBase:
         """TorchRL's view of a result; after a step, finished envs show their final observation."""
         E = self.venv.num_envs
-        obs, state, avail = r.obs, r.state, r.avail_actions
+        obs, state, avail, alive = r.obs, r.state, r.avail_actions, r.agent_mask
         done = r.done if step else np.zeros(E, dtype=bool)
         if step and done.any():
             obs, state = obs.copy(), None if state is None else state.copy()
@@ -291,6 +292,9 @@ class TorchRLEnv(EnvBase):
             if avail is not None:
                 avail = avail.copy()
                 avail[done] = r.final_avail_actions[done]
+            if self._agent_mask:  # the final step's too: the agents that had not ended (PettingZooWrapper's
+                alive = alive.copy()  # env.agents after the step: none, as every agent of a done env ended)
+                alive[done] = ~(r.terminated[done] | r.truncated[done])
         obs_t = torch.from_numpy(obs)
         out: dict[str, Any] = {}
         if step:
@@ -314,7 +318,7 @@ class TorchRLEnv(EnvBase):
                 g["action_mask"] = avail_t[:, ix]
                 self.action_spec[group, "action"].update_mask(g["action_mask"].clone())
             if self._agent_mask:
-                g["mask"] = torch.from_numpy(r.agent_mask)[:, ix]
+                g["mask"] = torch.from_numpy(alive)[:, ix]
             A = len(self.group_map[group])
             if step:
                 g["reward"] = reward_t[:, ix].unsqueeze(-1)
