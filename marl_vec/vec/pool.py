@@ -14,7 +14,8 @@ multiple of the (equal) block size.
 Contract:
 
 - ``reset()`` makes every env ready: the following ``recv()`` calls return the reset
-  rows in env order.
+  rows in env order. Envs never reset (after a partial first reset) and envs that
+  raised stay out of the pool until a ``reset()`` names them.
 - ``recv()`` blocks (at most ``timeout`` s) until ``batch_size`` envs have results it
   has not returned yet and returns those rows as copies, in a :class:`PoolStepResult`
   whose ``env_ids`` are in the order the envs finished. Envs that finished beyond the
@@ -23,7 +24,8 @@ Contract:
   since (any of them, any order; usually the last ``recv()``'s ``env_ids``);
   ``actions`` takes every form ``step()`` takes (arrays, object values, Dict/Tuple
   trees) with a row per sent env, ``(len(env_ids), n_agents, ...)``, row k for env
-  ``env_ids[k]``, validated against those envs' own rows as ``step()`` validates. Any other env raises
+  ``env_ids[k]``, validated against those envs' own rows as ``step()`` validates; ``env_ids``
+  as ``reset()`` takes them (ints, or a boolean mask of length ``num_envs``). Any other env raises
   :class:`~marl_vec.errors.PoolNotReadyError` and nothing is sent: no env is stepped
   twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
@@ -33,8 +35,11 @@ Contract:
   envs in flight, and each of its other envs at its next step, end their episode as
   truncated with ``info["restarted"]``.
 - ``reset()``, ``step()``, ``step_async()`` and the other calls that reach the envs
-  first wait for the envs in flight and drop their results (recorded episodes stay
-  in the statistics); after ``step()`` every env is ready again, as after ``reset()``.
+  first wait for the envs in flight and drop their results, an env's error included
+  (recorded episodes stay in the statistics); after ``step()`` every env is ready
+  again, as after ``reset()``.
+- ``final_*`` rows of envs not done are blanks (zeros; None in object leaves), as
+  ``step()``'s with ``copy=True``.
 
 Example:
     >>> import gymnasium as gym, numpy as np

@@ -9,13 +9,14 @@ the non-empty infos of its block.
 Start method: ``fork`` on Linux by default. Workers start in milliseconds,
 share the parent's imported libraries copy-on-write (a lower memory footprint
 for the whole process tree) and take any env_fn, lambdas included. When the
-parent already runs other Python threads, forking can deadlock on a lock held
-by one of them, so the default is then ``forkserver``. Native threads are not
-counted (numpy's BLAS pool is always there, and forks safely); but a parent
-that holds an EnvPool engine (``engine: envpool`` in this process) must pass
-``start_method="forkserver"``: a forked worker can abort on EnvPool's threads; where fork does not exist
-or is unsafe (macOS, Windows) it is ``spawn``. Under spawn and forkserver the
-env_fns are sent with cloudpickle.
+parent already runs other threads, forking can deadlock on a lock held by one
+of them, so the default is then ``forkserver``: Python threads and native ones
+(JAX, torch's pool, EnvPool, ale-py's vector env, OpenMP), counted in
+``/proc/self/task``, all but OpenBLAS's idle workers, which numpy starts at
+import and which fork safely (:mod:`marl_vec.vec.native_threads`). Where fork
+does not exist or is unsafe (macOS, Windows) it is ``spawn``. Under spawn and
+forkserver the env_fns are sent with cloudpickle, and the main script must
+guard its code with ``if __name__ == "__main__":`` (the workers import it).
 
 Faults never hang the caller: every wait is bounded by ``timeout`` and watches
 the workers' process sentinels, so an env's exception arrives as a
@@ -169,8 +170,12 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             self._pool_set_whole([w for w in range(num_workers) if not single[w]],
                                  "these envs' engine steps a worker's whole block in one call (Atari: engine: python "
                                  "steps single envs)")
-        except BaseException:
+        except BaseException as exc:
             self._finalizer()
+            if method != "fork" and isinstance(exc, WorkerDiedError):  # the usual cause, named
+                why = " (the default here: this process runs other threads)" if start_method is None else ""
+                exc.add_note(f"marl_vec: the workers start by {method!r}{why} and import the main script: guard "
+                             f"its code with `if __name__ == \"__main__\":`, or pass start_method='fork'")
             raise
         self.worker_pids = [p.pid for p in self._procs]
 

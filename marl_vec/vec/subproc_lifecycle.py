@@ -32,6 +32,7 @@ from marl_vec.episode import AutoresetMode
 from marl_vec.errors import WorkerError
 from marl_vec.group import rebuild_seed
 from marl_vec.spec import EnvSpec
+from marl_vec.vec.native_threads import threads_beside_main
 from marl_vec.vec.worker import worker_main
 
 _CLOSE = pickle.dumps(("close",))
@@ -39,10 +40,11 @@ START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at le
 
 
 def default_start_method() -> str:
-    """``fork`` on Linux (``forkserver`` if other threads run), else ``spawn``."""
+    """``fork`` on Linux (``forkserver`` if threads other than the main one run, native
+    ones included: see :mod:`marl_vec.vec.native_threads`), else ``spawn``."""
     methods = mp.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods:
-        if threading.active_count() > 1 and "forkserver" in methods:
+        if (threading.active_count() > 1 or threads_beside_main()) and "forkserver" in methods:
             return "forkserver"
         return "fork"
     return "spawn"
