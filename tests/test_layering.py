@@ -31,7 +31,7 @@ import pytest
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent.parent / "marl_vec"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("marl_vec.spaces", "marl_vec.progress"),  # helpers on gymnasium spaces and tqdm only
+    ("marl_vec.spaces", "marl_vec.progress", "marl_vec.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
     ("marl_vec.spec", "marl_vec.episode", "marl_vec.errors"),
     ("marl_vec.buffers",),
     ("marl_vec.envs",),

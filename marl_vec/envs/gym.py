@@ -24,7 +24,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
-from marl_vec.envs.obs_types import OBS_KIND_ATTR, obs_kind
+from marl_vec.obs_types import OBS_KIND_ATTR, obs_kind
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
@@ -146,7 +146,7 @@ class GymAdapter(NativeEnvAdapter):
     # setattr would set a new attribute on the outermost wrapper, leaving the env unchanged.
 
     def get_native_attr(self, name: str) -> Any:
-        if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.envs.obs_types)
+        if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.obs_types)
             return self._obs_kind
         return self.env.get_wrapper_attr(name)
 
