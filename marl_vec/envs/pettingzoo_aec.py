@@ -25,6 +25,8 @@ One batch step is one turn of a live agent (see docs/families/turn_based.md):
   env last said per agent (an agent it never flagged is truncated), ``acting`` and
   ``agent_mask`` are all False, and ``obs``/``avail_actions`` hold every agent's view
   right after the final move (the group copies them to ``final_*``).
+- ``WAIT`` (-1, :mod:`marl_vec.vec.turns`) as the mover's action plays no turn: the row
+  stays, with zero reward and clear flags. Episode lengths count turns played.
 - Seeds: ``reset(seed)`` seeds the game as a plain loop would. shimmy's OpenSpiel
   games (hanabi_v5) draw fresh entropy on ``reset(seed=None)``, which would make every
   game after the first irreproducible; for them each unseeded reset gets the next seed
@@ -49,6 +51,9 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.pettingzoo import PettingZooAdapter, _write_multi_discrete_mask
+from marl_vec.spec import DiscreteAction
+
+WAIT = -1  # as marl_vec.vec.turns.WAIT (envs/ does not import vec/)
 
 
 def reseeds_from_entropy(env: Any) -> bool:
@@ -82,6 +87,9 @@ class AECAdapter(PettingZooAdapter):
         # Envs that reseed from entropy: the stream their unseeded resets draw seeds from.
         self._reseeds = reseeds_from_entropy(env)
         self._seed_stream: np.random.Generator | None = None
+        action = self.spec.action
+        self._wait = WAIT if isinstance(action, DiscreteAction) and action.start > WAIT else None
+        self._turns = 0  # turns played in this episode (WAIT steps are none)
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -186,6 +194,7 @@ class AECAdapter(PettingZooAdapter):
                 seed = next_game_seed(self._seed_stream)
         env.reset(seed=seed)
         self._returns.fill(0.0)
+        self._turns = 0
         self._fresh_episode = True
         self._zeroed = set()
         self._dead_steps()  # an agent dead from the start is not to move
@@ -207,13 +216,16 @@ class AECAdapter(PettingZooAdapter):
         else:
             per_agent = actions if self._actions_as_given else self._agent_actions(actions)
             action = per_agent[k]
-        env.step(action)
         reward, terminated, truncated = row.reward, row.terminated, row.truncated
         if self._fresh_episode:
             self._fresh_episode = False
             terminated.fill(False)
             truncated.fill(False)
         reward.fill(0.0)
+        if self._wait is not None and action == self._wait:
+            return {}
+        env.step(action)
+        self._turns += 1
         for agent, value in env.rewards.items():
             reward[index[agent]] = value
         for agent, value in env.terminations.items():
@@ -241,7 +253,8 @@ class AECAdapter(PettingZooAdapter):
         best = returns.max()
         winners = np.flatnonzero(returns == best)
         draw = len(winners) != 1
-        stats: dict[str, Any] = {"winner": "draw" if draw else self.agent_ids[int(winners[0])], "draw": float(draw)}
+        stats: dict[str, Any] = {"winner": "draw" if draw else self.agent_ids[int(winners[0])], "draw": float(draw),
+                                 "length": self._turns}
         for i, agent in enumerate(self.agent_ids):
             stats[f"won_{agent}"] = float(not draw and i == int(winners[0]))
         return stats

@@ -7,6 +7,12 @@ NaN everywhere but at the movers. :class:`TurnActions` checks the movers' moves
 (an illegal one raises ``ValueError`` naming the env, its game, the agent, the move
 and the legal moves) and writes integer actions into the buffer, zero for the others.
 
+``WAIT`` (-1) as the mover's action leaves that env as it is for one step: no turn is
+played, its reward is zero and its flags clear, its episode length (counted in turns)
+does not grow. This lets a caller move some envs while others wait, e.g. the faces'
+opponent seat (:mod:`marl_vec.compat.opponent`) plays the opponent's turns while the
+learner's envs wait. (Not for games whose Discrete moves start at -1 or lower.)
+
 Example:
     >>> import numpy as np
     >>> from marl_vec.spec import DiscreteAction, EnvSpec
@@ -32,6 +38,7 @@ import numpy as np
 from marl_vec.spec import DiscreteAction, EnvSpec
 
 _SHOWN = 40  # legal moves listed in an error (go has up to 362)
+WAIT = -1  # the mover's action that leaves its env unstepped for one step
 
 
 class TurnActions:
@@ -44,6 +51,7 @@ class TurnActions:
         self.agents = spec.agents
         self.name = spec.env_name
         self.start, self.n = action.start, action.n_actions
+        self.wait = WAIT if self.start > WAIT else None  # a game whose moves reach -1 cannot wait
 
     def write(self, actions: object, out: np.ndarray, acting: np.ndarray, avail: np.ndarray | None,
               validate: bool, env_ids: Sequence[int] | None = None) -> None:
@@ -66,7 +74,9 @@ class TurnActions:
                 raise ValueError(f"move {moves[k]} {self._where(rows[k], cols[k], env_ids)} to move is not a whole "
                                  f"number; discrete moves are integers (NaN is fine only for agents not to move)")
         if validate:
-            self._check(moves, rows, cols, avail, env_ids)
+            # Waiting envs play no move: nothing to check there.
+            playing = slice(None) if self.wait is None else moves != self.wait
+            self._check(moves[playing], rows[playing], cols[playing], avail, env_ids)
         out.fill(0)
         out[rows, cols] = moves
 
