@@ -212,3 +212,18 @@ def test_an_aec_env_with_box_actions_reads_only_the_movers_action():
         assert r.acting[0].tolist() == [False, True, False]
         with pytest.raises(ValueError, match="agent 'agent_1'"):
             venv.step(np.full((1, 3, 5), np.nan, np.float32))
+
+
+def test_wait_leaves_an_env_as_it_is_and_lengths_count_turns():
+    with make_game("tictactoe") as venv:
+        r0 = venv.reset()
+        r = venv.step(np.array([[4, 0], [mv.WAIT, np.nan]]))  # env 0 plays, env 1 sits this step out
+        np.testing.assert_array_equal(r.obs[1], r0.obs[1])
+        assert r.acting.tolist() == [[False, True], [True, False]] and r.reward[1].tolist() == [0.0, 0.0]
+        for move in (0, 3, 1, 4, 2):  # env 1: player_1 wins in 5 turns, over 6 steps (one waited)
+            actions = np.where(r.acting, float(mv.WAIT), np.nan)  # every env waits but env 1
+            actions[1, r.acting[1].argmax()] = move
+            r = venv.step(actions)
+        assert r.done.tolist() == [False, True]
+        assert r.infos[1]["episode"]["length"] == 5 and r.infos[1]["episode"]["winner"] == "player_1"
+        np.testing.assert_array_equal(r.obs[0], venv.step(np.where(r.acting, mv.WAIT, np.nan)).obs[0])
