@@ -72,6 +72,34 @@ def next_game_seed(stream: np.random.Generator) -> int:
     return int(stream.integers(2**31 - 1))
 
 
+_STATE = ("agents", "rewards", "terminations", "truncations", "infos", "agent_selection")
+
+
+def state_holder(env: Any) -> Any:
+    """The object to read an AEC env's state from: ``env`` itself, or the innermost env
+    below PettingZoo's wrappers where none of them has a state attribute of its own.
+
+    Each wrapper forwards those reads with a ``__getattr__`` (a string check and a call
+    per wrapper: classic games have three), most of a cheap game's turn; the raw env
+    holds the same objects. Moves and observations still go through the wrappers.
+    """
+    from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
+
+    # OrderEnforcingWrapper's __getattr__ only refuses reads before the first reset: the
+    # adapter reads after it.
+    forwarding = (BaseWrapper.__getattr__, OrderEnforcingWrapper.__getattr__)
+    obj = env
+    while isinstance(obj, BaseWrapper) and type(obj).__getattr__ in forwarding:
+        own = set(vars(obj))
+        for cls in type(obj).__mro__:
+            if issubclass(cls, BaseWrapper) and cls is not BaseWrapper:
+                own.update(vars(cls))
+        if own.intersection(_STATE):
+            return obj
+        obj = obj.env
+    return obj
+
+
 class AECAdapter(PettingZooAdapter):
     """Wraps a PettingZoo ``AECEnv``; the spec (shapes, padding, state modes) is built as
     for a ``ParallelEnv`` from ``possible_agents`` and their spaces."""
@@ -84,6 +112,8 @@ class AECAdapter(PettingZooAdapter):
             stats=("draw", *[f"won_{agent}" for agent in agents]),
         )
         self._returns = np.zeros(len(agents), dtype=np.float64)
+        # Where the game's state (agents, rewards, flags, infos, agent_selection) is read.
+        self._state = state_holder(env)
         # Envs that reseed from entropy: the stream their unseeded resets draw seeds from.
         self._reseeds = reseeds_from_entropy(env)
         self._seed_stream: np.random.Generator | None = None
@@ -103,7 +133,7 @@ class AECAdapter(PettingZooAdapter):
 
     def _observe(self, agents: list[str]) -> None:
         """Every agent's view of the game now, and its action mask."""
-        env, index, views, has_mask = self.env, self._index, self._obs_views, self._obs_has_mask
+        env, st, index, views, has_mask = self.env, self._state, self._index, self._obs_views, self._obs_has_mask
         avail = self.row.avail_actions
         infos = None
         for agent in agents:
@@ -116,7 +146,7 @@ class AECAdapter(PettingZooAdapter):
             else:
                 views[i][...] = ob
                 if avail is not None:
-                    infos = env.infos if infos is None else infos
+                    infos = st.infos if infos is None else infos
                     info = infos.get(agent)
                     mask = info.get("action_mask") if info else None
             if avail is not None:
@@ -145,31 +175,31 @@ class AECAdapter(PettingZooAdapter):
 
     def _write_turn(self) -> None:
         """Who moves next (acting), who is alive (agent_mask), and the state."""
-        env, row = self.env, self.row
-        live = env.agents
+        st, row = self._state, self.row
+        live = st.agents
         acting, mask = self._acting_row, row.agent_mask
         acting.fill(False)
         mask.fill(False)
         self._acting = -1
         if live:
-            terms, truncs = env.terminations, env.truncations
+            terms, truncs = st.terminations, st.truncations
             for agent in live:
                 if not (terms.get(agent, False) or truncs.get(agent, False)):
                     mask[self._index[agent]] = True
-            self._acting = self._index[env.agent_selection]
+            self._acting = self._index[st.agent_selection]
             acting[self._acting] = True
 
     def _dead_steps(self) -> bool:
         """Step every terminated or truncated agent to move with ``None`` (the AEC
         protocol), until a live agent is to move or none is left; True if any was."""
-        env = self.env
+        env, st = self.env, self._state
         stepped = False
         for _ in range(len(self.agent_ids) + 1):  # each dead step removes an agent
-            live = env.agents
+            live = st.agents
             if not live:
                 break
-            agent = env.agent_selection
-            if not (env.terminations.get(agent, False) or env.truncations.get(agent, False)):
+            agent = st.agent_selection
+            if not (st.terminations.get(agent, False) or st.truncations.get(agent, False)):
                 break
             env.step(None)
             stepped = True
@@ -186,7 +216,7 @@ class AECAdapter(PettingZooAdapter):
     # -- the adapter contract ------------------------------------------------------
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
-        env = self.env
+        env, st = self.env, self._state
         if self._reseeds:
             if seed is not None:
                 self._seed_stream = np.random.default_rng(seed)
@@ -198,16 +228,16 @@ class AECAdapter(PettingZooAdapter):
         self._fresh_episode = True
         self._zeroed = set()
         self._dead_steps()  # an agent dead from the start is not to move
-        live = list(env.agents)
+        live = list(st.agents)
         if len(live) < len(self.agent_ids):
             self._zero_gone(live)
         self._observe(live)
         self._write_turn()
         state_ok = self._write_state() if self._call_state else True
-        return self._infos(env.infos, state_ok)
+        return self._infos(st.infos, state_ok)
 
     def step(self, actions: Any) -> dict[str, Any]:
-        env, row, index = self.env, self.row, self._index
+        env, st, row, index = self.env, self._state, self.row, self._index
         k = self._acting
         if k < 0:
             raise RuntimeError(f"{self.name}: step() after the game ended; reset it first")
@@ -226,19 +256,19 @@ class AECAdapter(PettingZooAdapter):
             return {}
         env.step(action)
         self._turns += 1
-        for agent, value in env.rewards.items():
+        for agent, value in st.rewards.items():
             reward[index[agent]] = value
-        for agent, value in env.terminations.items():
+        for agent, value in st.terminations.items():
             terminated[index[agent]] = value
-        for agent, value in env.truncations.items():
+        for agent, value in st.truncations.items():
             truncated[index[agent]] = value
         self._returns += reward
         # The move's infos, before dead steps take their agents' entries out of env.infos.
-        infos = {agent: dict(info) for agent, info in env.infos.items() if info}
+        infos = {agent: dict(info) for agent, info in st.infos.items() if info}
         # Every agent's view right after the move: at the game's end, the final views.
-        self._observe(list(env.agents))
+        self._observe(list(st.agents))
         if self._dead_steps():
-            live = list(env.agents)
+            live = list(st.agents)
             if live:  # the game goes on without the agents that left
                 self._zero_gone(live)
                 self._observe(live)
