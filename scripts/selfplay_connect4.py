@@ -41,15 +41,25 @@ N_ACTIONS = 7
 
 
 class Policy(nn.Module):
-    """Masked logits and a value from one agent's (6, 7, 2) board."""
+    """Masked logits and a value from one agent's (6, 7, 2) board: a small conv net
+    (``net="cnn"``: lines of four are local patterns) or an MLP."""
 
-    def __init__(self, hidden: int = 256):
+    def __init__(self, net: str = "cnn", hidden: int = 256):
         super().__init__()
-        self.body = nn.Sequential(nn.Flatten(), nn.Linear(84, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.net = net
+        if net == "cnn":
+            self.body = nn.Sequential(
+                nn.Conv2d(2, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                nn.Flatten(), nn.Linear(64 * 42, hidden), nn.ReLU())
+        else:
+            self.body = nn.Sequential(nn.Flatten(), nn.Linear(84, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                                      nn.ReLU())
         self.pi = nn.Linear(hidden, N_ACTIONS)
         self.v = nn.Linear(hidden, 1)
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.net == "cnn":
+            obs = obs.permute(0, 3, 1, 2)  # (n, 6, 7, 2) -> channels first
         h = self.body(obs)
         logits = self.pi(h).masked_fill(~mask, -1e9)
         return logits, self.v(h).squeeze(-1)
@@ -196,6 +206,7 @@ def main() -> None:
     p.add_argument("--eval-games", type=int, default=200)
     p.add_argument("--target", type=float, default=1.01,
                    help="stop once an evaluation's greedy and sampled win rates reach this (default: run the budget)")
+    p.add_argument("--net", default="cnn", choices=["cnn", "mlp"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--out", default="docs/selfplay_connect4", help="prefix of the .csv and .png written")
@@ -203,7 +214,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    policy = Policy()
+    policy = Policy(args.net)
     opt = torch.optim.Adam(policy.parameters(), lr=3e-4)
     start = time.perf_counter()
     deadline = start + 60 * args.minutes
