@@ -11,7 +11,10 @@ the winner's move: ``reward`` holds it for every agent).
 Every ``--eval-every`` seconds the policy plays ``--eval-games`` games against a
 uniform-random legal-move player (half as player_0, half as player_1), once with its
 most likely legal move (greedy) and once with sampled moves; the curve (win rates vs
-training games) goes to a CSV and a PNG. Note that an untrained greedy policy already
+training games) goes to a CSV and a PNG. Self-play does not train against random
+play, so the curve wanders; the policy of the best evaluation is kept, and at the end
+it plays ``--final-games`` fresh games (seeds no evaluation used) greedy and sampled:
+that is the result reported. Note that an untrained greedy policy already
 wins most games against random play (a fixed column preference stacks four before a
 random player blocks); the sampled curve starts near 50%.
 
@@ -22,6 +25,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import os
 import time
@@ -207,6 +211,7 @@ def main() -> None:
     p.add_argument("--target", type=float, default=1.01,
                    help="stop once an evaluation's greedy and sampled win rates reach this (default: run the budget)")
     p.add_argument("--net", default="cnn", choices=["cnn", "mlp"])
+    p.add_argument("--final-games", type=int, default=400, help="games of the final evaluation of the best policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--out", default="docs/selfplay_connect4", help="prefix of the .csv and .png written")
@@ -224,6 +229,7 @@ def main() -> None:
         assert venv.spec.turn_based
         play = SelfPlay(venv, policy, gamma=0.98)
         last_eval, updates, since = start - args.eval_every, 0, 0
+        best: tuple[float, dict] | None = None  # the best trained evaluation's mean win rate and weights
         while True:
             now = time.perf_counter()
             if now - last_eval >= args.eval_every or now >= deadline:
@@ -235,6 +241,9 @@ def main() -> None:
                 print(f"{rows[-1]['seconds']:7.1f} s  {play.games:6d} games  {updates:4d} updates  "
                       f"win rate vs random {win:.3f} (draws {draw:.3f}; sampled moves {sampled:.3f})", flush=True)
                 last_eval = time.perf_counter()
+                score = (win + sampled) / 2  # sampled moves show what the policy learned, greedy what it plays
+                if updates and (best is None or score > best[0]):
+                    best = (score, copy.deepcopy(policy.state_dict()))
                 if min(win, sampled) >= args.target or time.perf_counter() >= deadline:
                     break
             while play.games - since < args.games_per_update:
@@ -248,10 +257,20 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, args.out + ".png")
-    last = rows[-1]
-    print(f"final: win rate {last['win_rate']:.3f} greedy, {last['win_rate_sampled']:.3f} sampled, over "
-          f"{last['games_evaluated']} games each, after {last['games']} training games, {last['seconds']:.0f} s; "
-          f"wrote {args.out}.csv and {args.out}.png")
+    assert best is not None
+    policy.load_state_dict(best[1])
+    win, draw = evaluate(policy, args.final_games, 50, seed=10**6)
+    sampled, _ = evaluate(policy, args.final_games, 50, seed=2 * 10**6, greedy=False)
+    kept = max((r for r in rows if r["updates"]), key=lambda r: r["win_rate"] + r["win_rate_sampled"])
+    with open(args.out + "_final.txt", "w") as f:
+        f.write(f"best policy: evaluation at {kept['seconds']} s ({kept['games']} training games, greedy win rate "
+                f"{kept['win_rate']:.3f}, sampled {kept['win_rate_sampled']:.3f}, over {kept['games_evaluated']} games)\n"
+                f"final evaluation, {args.final_games} fresh games each: greedy win rate {win:.4f} (draws {draw:.4f}), "
+                f"sampled moves {sampled:.4f}\n"
+                f"training time {rows[-1]['seconds']:.0f} s, {rows[-1]['games']} self-play games, {args.num_envs} envs "
+                f"({args.backend}), {args.threads} torch thread(s), net {args.net}\n")
+    print(open(args.out + "_final.txt").read(), end="")
+    print(f"wrote {args.out}.csv, {args.out}.png and {args.out}_final.txt")
 
 
 if __name__ == "__main__":
