@@ -221,6 +221,11 @@ class TreeAction(_UnmaskedAction):
 ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, ObjectAction, TreeAction]
 
 
+# Turn-based games: the mover's action that leaves its env unstepped for one step
+# (marl_vec.vec.turns; the adapters of turn-based envs honour it).
+WAIT = -1
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """Shapes and dtypes of one env; the batch adds a leading ``(E,)`` axis.

@@ -22,8 +22,10 @@ Example:
     >>> from marl_vec.envs.registry import make_env_fn
     >>> venv = mv.make_vec([make_env_fn("pettingzoo", "pettingzoo.classic.tictactoe_v3")] * 2)
     >>> seat = OpponentSeat(venv, seat="player_2")   # the learner moves second
-    >>> r = seat.reset(); r.obs.shape, r.acting.all()
+    >>> r = seat.reset()
+    >>> r.obs.shape, bool(r.acting.all())
     ((2, 1, 3, 3, 2), True)
+    >>> seat.close()
 """
 
 from __future__ import annotations

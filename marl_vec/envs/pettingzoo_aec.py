@@ -51,20 +51,19 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.pettingzoo import PettingZooAdapter, _write_multi_discrete_mask
-from marl_vec.spec import DiscreteAction
-
-WAIT = -1  # as marl_vec.vec.turns.WAIT (envs/ does not import vec/)
+from marl_vec.spec import WAIT, DiscreteAction
 
 
 def reseeds_from_entropy(env: Any) -> bool:
     """Whether ``env.reset(seed=None)`` draws fresh entropy instead of continuing the
-    game's random stream: shimmy's OpenSpiel compatibility env (hanabi_v5 wraps one)."""
-    try:
-        from shimmy.openspiel_compatibility import OpenSpielCompatibilityV0
-    except ImportError:
-        return False
+    game's random stream: shimmy's OpenSpiel compatibility env (hanabi_v5 wraps one).
+    Told by class, without importing shimmy (which imports open_spiel)."""
     unwrapped = getattr(env, "unwrapped", env)
-    return any(isinstance(obj, OpenSpielCompatibilityV0) for obj in (unwrapped, getattr(unwrapped, "hanabi_env", None)))
+    for obj in (unwrapped, getattr(unwrapped, "hanabi_env", None)):
+        if obj is not None and any(cls.__name__ == "OpenSpielCompatibilityV0"
+                                   and cls.__module__.startswith("shimmy.") for cls in type(obj).__mro__):
+            return True
+    return False
 
 
 def next_game_seed(stream: np.random.Generator) -> int:

@@ -35,10 +35,9 @@ from typing import Sequence
 
 import numpy as np
 
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.spec import WAIT, DiscreteAction, EnvSpec
 
 _SHOWN = 40  # legal moves listed in an error (go has up to 362)
-WAIT = -1  # the mover's action that leaves its env unstepped for one step
 
 
 class TurnActions:
