@@ -211,6 +211,9 @@ def main() -> None:
     p.add_argument("--target", type=float, default=1.01,
                    help="stop once an evaluation's greedy and sampled win rates reach this (default: run the budget)")
     p.add_argument("--net", default="cnn", choices=["cnn", "mlp"])
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--anneal", action=argparse.BooleanOptionalAction, default=True,
+                   help="learning rate falling linearly to a tenth over the budget")
     p.add_argument("--final-games", type=int, default=400, help="games of the final evaluation of the best policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -220,7 +223,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     policy = Policy(args.net)
-    opt = torch.optim.Adam(policy.parameters(), lr=3e-4)
+    opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
     start = time.perf_counter()
     deadline = start + 60 * args.minutes
     rows: list[dict] = []
@@ -249,6 +252,10 @@ def main() -> None:
             while play.games - since < args.games_per_update:
                 play.step()
             since = play.games
+            if args.anneal:  # the learning rate falls linearly to a tenth over the budget: a steadier end
+                left = max(0.0, (deadline - time.perf_counter()) / (deadline - start))
+                for group in opt.param_groups:
+                    group["lr"] = args.lr * (0.1 + 0.9 * left)
             ppo_update(policy, opt, play.take())
             updates += 1
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -268,7 +275,8 @@ def main() -> None:
                 f"final evaluation, {args.final_games} fresh games each: greedy win rate {win:.4f} (draws {draw:.4f}), "
                 f"sampled moves {sampled:.4f}\n"
                 f"training time {rows[-1]['seconds']:.0f} s, {rows[-1]['games']} self-play games, {args.num_envs} envs "
-                f"({args.backend}), {args.threads} torch thread(s), net {args.net}\n")
+                f"({args.backend}), {args.threads} torch thread(s), net {args.net}, lr {args.lr}"
+                f"{' annealed' if args.anneal else ''}\n")
     print(open(args.out + "_final.txt").read(), end="")
     print(f"wrote {args.out}.csv, {args.out}.png and {args.out}_final.txt")
 
