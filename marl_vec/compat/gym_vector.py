@@ -95,9 +95,10 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         single_observation_space: override of the observation space (default: the
             native env's, when it matches the spec's shape and dtype).
         episode_info: also report marl_vec's episode summary in ``infos["episode"]``.
-        opponent, seat: a turn-based game (``spec.turn_based``) is served as single-agent
-            from ``seat`` (index or id) against ``opponent(obs, avail) -> moves`` (default: a
+        opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
+            ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
             random legal move); see :mod:`marl_vec.compat.opponent`.
+        seat: the learner's agent in a turn-based game, an index or an id.
         observation_mode: as SyncVectorEnv's: ``"same"`` (every env has env 0's
             observation space), ``"different"`` (same shape and dtype, bounds may
             differ: the batched space is built from each env's), or a tuple

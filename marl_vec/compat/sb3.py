@@ -63,10 +63,11 @@ class SB3VecEnv(SB3BaseVecEnv):
         venv: the batch; this face owns it and closes it. For SB3's unseeded first
             ``reset()`` build it with ``env_seed=None`` (marl_vec's default seeds env i with i).
         monitor: add SB3 Monitor's ``infos[i]["episode"]`` at episode ends.
-        opponent, seat: a turn-based game (``spec.turn_based``) is served as single-agent
-            from ``seat`` (index or id) against ``opponent(obs, avail) -> moves`` (default:
-            a random legal move); see :mod:`marl_vec.compat.opponent`. ``env_method("action_masks")``
+        opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
+            ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
+            random legal move); see :mod:`marl_vec.compat.opponent`. ``env_method("action_masks")``
             then gives the learner's legal moves (sb3-contrib's MaskablePPO).
+        seat: the learner's agent in a turn-based game, an index or an id.
     """
 
     def __init__(self, venv: MarlVecEnv, monitor: bool = True, opponent: Opponent | None = None,
