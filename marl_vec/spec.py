@@ -221,9 +221,9 @@ class TreeAction(_UnmaskedAction):
 ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, ObjectAction, TreeAction]
 
 
-# Turn-based games: the mover's action that leaves its env unstepped for one step
-# (marl_vec.vec.turns; the adapters of turn-based envs honour it).
 WAIT = -1
+"""Turn-based games: the mover's action that leaves its env unstepped for one step
+(no turn is played, zero reward, clear flags; see :mod:`marl_vec.vec.turns`)."""
 
 
 @dataclass(frozen=True)
