@@ -14,6 +14,7 @@ from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatc
 from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
 from marl_vec.vec.dummy import DummyVecEnv
 from marl_vec.vec.factory import make_vec
+from marl_vec.vec.turns import WAIT
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "DummyVecEnv",
     "SubprocVecEnv",
     "RayVecEnv",
+    "WAIT",
 ]
 
 

@@ -58,12 +58,15 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
         *[(spaces.path_name("obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
         *([] if spec.state_is_obs or not spec.has_state else [("state", (E, *spec.state_shape), spec.state_dtype)]),
         ("agent_mask", (E, A), np.dtype(bool)),
+        # Turn-based games: the agent to move (simultaneous-move envs use agent_mask).
+        *([("acting", (E, A), np.dtype(bool))] if spec.turn_based else []),
         ("reward", (E, A), spec.reward_dtype),
         ("terminated", (E, A), np.dtype(bool)),
         ("truncated", (E, A), np.dtype(bool)),
         ("done", (E,), np.dtype(bool)),
         *[(spaces.path_name("final_obs", path), (E, A, *shape), dtype) for path, shape, dtype in obs],
         *([] if spec.state_is_obs or not spec.has_state else [("final_state", (E, *spec.state_shape), spec.state_dtype)]),
+        ("final_acting", (E, A), np.dtype(bool)),  # acting (or agent_mask) at an episode's last step
     ]
     mask_shape = spec.action.mask_shape
     if mask_shape is not None:
@@ -105,6 +108,7 @@ class RowViews:
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    acting: np.ndarray | None = None  # turn-based games only: the agent to move
 
 
 class BatchBuffers:
@@ -132,6 +136,8 @@ class BatchBuffers:
     terminated: np.ndarray
     truncated: np.ndarray
     done: np.ndarray
+    acting: np.ndarray | None  # turn-based games only (spec.turn_based)
+    final_acting: np.ndarray
     final_obs: Any
     final_state: Any
     avail_actions: np.ndarray | None
@@ -163,6 +169,7 @@ class BatchBuffers:
             block = np.frombuffer(self._shm.buf, dtype=np.uint8)
             weakref.finalize(block, _unmap, self._shm)
         self.state = self.final_state = None
+        self.acting = None
         for (name, shape, dtype), offset in zip(self.layout, offsets):
             if dtype.hasobject:  # never shared (see the class docstring)
                 array = np.empty(shape, dtype=dtype)
@@ -197,6 +204,11 @@ class BatchBuffers:
             self.final_state = spaces.tree_map(as_state, self.final_obs)
         self._rows = [self._make_row(i) for i in range(num_envs)]
 
+    def movers(self) -> np.ndarray:
+        """The (E, A) agents whose actions are read: ``acting`` in turn-based games,
+        else ``agent_mask`` (the live agents)."""
+        return self.agent_mask if self.acting is None else self.acting
+
     def leaves(self, field: str) -> list[np.ndarray]:
         """The arrays of ``field`` (``obs``, ``state``, ``avail_actions``, ...): one, or the
         leaves of its tree; none for a field this batch does not have."""
@@ -221,6 +233,7 @@ class BatchBuffers:
             reward=self.reward[i],
             terminated=self.terminated[i],
             truncated=self.truncated[i],
+            acting=None if self.acting is None else self.acting[i],
         )
 
     def row(self, i: int) -> RowViews:
@@ -242,6 +255,7 @@ class BatchBuffers:
             reward=self.reward[start:stop],
             terminated=self.terminated[start:stop],
             truncated=self.truncated[start:stop],
+            acting=None if self.acting is None else self.acting[start:stop],
         )
 
     def object_rows(self, start: int, stop: int, names: list[str]) -> list[np.ndarray]:
@@ -278,7 +292,7 @@ class BatchBuffers:
             return
         # Dropping our views lets the mapping go now when nobody else holds one.
         for name in ("actions", "obs", "state", "agent_mask", "reward", "terminated", "truncated", "done",
-                     "final_obs", "final_state", "avail_actions", "final_avail_actions"):
+                     "final_obs", "final_state", "avail_actions", "final_avail_actions", "acting", "final_acting"):
             setattr(self, name, None)
         self._arrays = {}
         self._rows = []

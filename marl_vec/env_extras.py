@@ -62,6 +62,9 @@ NEEDS: tuple[EnvNeeds, ...] = (
              "pettingzoo.sisl."),
     EnvNeeds("pettingzoo", "magent2.environments.*", "pettingzoo", ("magent2",), "magent2.environments.battle_v4",
              "magent2."),
+    # Turn-based games; tictactoe, connect_four, go and rps need only the core install.
+    EnvNeeds("pettingzoo", "pettingzoo.classic.* (turn-based)", "classic", ("chess", "rlcard", "shimmy", "pyspiel"),
+             "pettingzoo.classic.chess_v6", "pettingzoo.classic."),
     EnvNeeds("atari", "ALE/* (gymnasium ids)", "atari", ("ale_py",), "ALE/Pong-v5", "ALE/"),
     EnvNeeds("atari", "pettingzoo.atari.*", "atari", ("ale_py", "multi_agent_ale_py"), "pettingzoo.atari.pong_v3",
              "pettingzoo.atari."),

@@ -147,6 +147,8 @@ class EnvGroup:
         names = ["obs", *([] if self._state_is_obs or buffers.state is None else ["state"]), "avail_actions"]
         pairs = [(final, current) for name in names
                  for final, current in zip(buffers.leaves("final_" + name), buffers.leaves(name))]
+        # final_acting: the agent to move (turn-based games) or agent_mask (the others).
+        pairs.append((buffers.final_acting, buffers.movers()))
         self._final_rows = [[(final[g, ...], current[g, ...]) for final, current in pairs]
                             for g in range(first, last)]
         self._stepper = self._make_stepper()

@@ -221,6 +221,11 @@ class TreeAction(_UnmaskedAction):
 ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiBinaryAction, ObjectAction, TreeAction]
 
 
+WAIT = -1
+"""Turn-based games: the mover's action that leaves its env unstepped for one step
+(no turn is played, zero reward, clear flags; see :mod:`marl_vec.vec.turns`)."""
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """Shapes and dtypes of one env; the batch adds a leading ``(E,)`` axis.
@@ -245,6 +250,10 @@ class EnvSpec:
             VecEnv's ``reward_dtype`` says otherwise).
         has_state: False when the batch keeps no state (``state="none"``): ``state_shape``
             is ``(0,)``, no state array exists and ``StepResult.state`` is None.
+        turn_based: True for turn-based games (PettingZoo AEC envs): one agent moves per
+            step, ``StepResult.acting`` marks it and only its action is read. False for
+            simultaneous-move envs, whose ``acting`` equals ``agent_mask``.
+        env_name: the env's name where the family knows one (for error messages).
     """
 
     agents: tuple[str, ...]
@@ -267,6 +276,8 @@ class EnvSpec:
     obs_space: gym.Space | None = field(default=None, hash=False)
     reward_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.float32))
     has_state: bool = True
+    turn_based: bool = False
+    env_name: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
@@ -389,13 +400,15 @@ class EnvSpec:
                                               else "  (padded; extra actions unavailable)") if self.actions_padded else ""),
             f"episode_limit  {self.episode_limit}",
         ]
+        if self.turn_based:
+            lines.append("turns          one agent moves per step (StepResult.acting)")
         if self.stats:
             lines.append(f"episode stats  {', '.join(self.stats)}")
         return "\n".join(lines)
 
     def check_same(self, other: EnvSpec, index: int) -> None:
         """All envs of a batch must share one spec; say how env ``index`` differs."""
-        for name in ("agents", "obs_shape", "obs_dtype", "has_state", "state_shape", "state_dtype", "action", "obs_space"):
+        for name in ("agents", "turn_based", "obs_shape", "obs_dtype", "has_state", "state_shape", "state_dtype", "action", "obs_space"):
             mine, theirs = getattr(self, name), getattr(other, name)
             # Observation spaces need the same layout, not the same bounds: the batch's
             # buffers depend only on it (gymnasium's observation_mode="different").

@@ -22,8 +22,8 @@ def test_env_fns_may_return_adapters_gym_envs_or_parallel_envs():
             assert venv.spec.agents == ("agent_0",)
     with mv.DummyVecEnv([simple_spread_v3.parallel_env]) as venv:
         assert venv.spec.n_agents == 3
-    with pytest.raises(TypeError, match="is a PettingZoo AEC env; pass its parallel version"):
-        mv.DummyVecEnv([simple_spread_v3.env])
+    with mv.DummyVecEnv([simple_spread_v3.env]) as venv:  # an AEC env: turn-based (tests/test_turn_based.py)
+        assert venv.spec.turn_based and venv.spec.n_agents == 3
     with pytest.raises(TypeError, match="an env_fn returned int; allowed: a marl_vec MultiAgentEnv"):
         mv.DummyVecEnv([lambda: 3])
 

@@ -11,6 +11,8 @@
   marl_vec configs, a layer above the faces.
 - :class:`XuanCeVecEnv`: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
   marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
+- :class:`OpponentSeat`: a turn-based game seen from one seat against a fixed opponent
+  (what SB3VecEnv and GymVectorEnv serve a turn-based batch through; ``opponent=``).
 - :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
   venv of its own; imported on first use).
 
@@ -27,9 +29,10 @@ Example:
 
 from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
+from marl_vec.compat.opponent import OpponentSeat, RandomLegal
 from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "OpponentSeat", "RandomLegal", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv"]
 
 
 def __getattr__(name: str) -> object:

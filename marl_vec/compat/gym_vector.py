@@ -95,6 +95,10 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         single_observation_space: override of the observation space (default: the
             native env's, when it matches the spec's shape and dtype).
         episode_info: also report marl_vec's episode summary in ``infos["episode"]``.
+        opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
+            ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
+            random legal move); see :mod:`marl_vec.compat.opponent`.
+        seat: the learner's agent in a turn-based game, an index or an id.
         observation_mode: as SyncVectorEnv's: ``"same"`` (every env has env 0's
             observation space), ``"different"`` (same shape and dtype, bounds may
             differ: the batched space is built from each env's), or a tuple
@@ -107,12 +111,18 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         single_observation_space: gymnasium.spaces.Space | None = None,
         episode_info: bool = False,
         observation_mode: str | tuple[gymnasium.spaces.Space, gymnasium.spaces.Space] = "same",
+        opponent: Any = None,
+        seat: int | str = 0,
     ):
+        from marl_vec.compat.opponent import serve_seat
+
+        venv = serve_seat(venv, opponent, seat, "GymVectorEnv")
         spec = venv.spec
         if spec.n_agents != 1:
             raise ValueError(
                 f"GymVectorEnv needs a single-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
-                "gymnasium's VectorEnv has no agent axis (use the marl_vec API for multi-agent envs)"
+                "gymnasium's VectorEnv has no agent axis (use the marl_vec API for multi-agent envs; "
+                "a turn-based game is served against opponent=...)"
             )
         if venv.autoreset not in AUTORESET_MODES:
             allowed = ", ".join(m.value for m in AUTORESET_MODES)

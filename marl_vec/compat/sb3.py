@@ -42,6 +42,7 @@ import numpy as np
 
 from marl_vec.compat.gym_batching import FinalObs, _env_info, agent_zero
 from marl_vec.compat.gym_spaces import _attr_or_none, _native_action_space, observation_space_of
+from marl_vec.compat.opponent import Opponent, serve_seat
 from marl_vec.envs.extras import missing_extra_message
 from marl_vec.spec import TreeAction
 from marl_vec.vec.base import VecEnv as MarlVecEnv
@@ -62,14 +63,21 @@ class SB3VecEnv(SB3BaseVecEnv):
         venv: the batch; this face owns it and closes it. For SB3's unseeded first
             ``reset()`` build it with ``env_seed=None`` (marl_vec's default seeds env i with i).
         monitor: add SB3 Monitor's ``infos[i]["episode"]`` at episode ends.
+        opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
+            ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
+            random legal move); see :mod:`marl_vec.compat.opponent`. ``env_method("action_masks")``
+            then gives the learner's legal moves (sb3-contrib's MaskablePPO).
+        seat: the learner's agent in a turn-based game, an index or an id.
     """
 
-    def __init__(self, venv: MarlVecEnv, monitor: bool = True):
+    def __init__(self, venv: MarlVecEnv, monitor: bool = True, opponent: Opponent | None = None,
+                 seat: int | str = 0):
+        venv = serve_seat(venv, opponent, seat, "SB3VecEnv")
         spec = venv.spec
         if spec.n_agents != 1:
             raise ValueError(
                 f"SB3VecEnv needs a single-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
-                "SB3's VecEnv has no agent axis"
+                "SB3's VecEnv has no agent axis (a turn-based game is served against opponent=...)"
             )
         if not venv.autoreset.keeps_final:
             raise ValueError(

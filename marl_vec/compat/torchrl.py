@@ -7,6 +7,9 @@ with ``batch_size=(E,)`` and the agents split into groups:
   (E, A_g, n_actions) bool only where the env has masks (see ``action_mask``);
   ``(group, "mask")`` (E, A_g) bool, the agents alive, only with ``agent_mask=True`` (where an
   env finished: the final step's, as the observation; no agent of a finished env is alive);
+  ``(group, "acting")`` (E, A_g) bool, the agent to move, for turn-based games
+  (``spec.turn_based``: only its action is read; their action masks are on by default,
+  and the action spec's mask lets the others take any action, which is ignored);
   ``"state"`` (E, *state_shape) where the VecEnv has a state.
 - ``(group, "action")``: discrete (E, A_g) int64 (categorical, never one-hot);
   continuous (E, A_g, *action_shape) float32 within the env's bounds.
@@ -149,8 +152,10 @@ class TorchRLEnv(EnvBase):
         self._copy = not venv.copy
         first = self._own(venv.reset(seed=seed))
         self._check_arrays(first)
+        self._turn_based = spec.turn_based
         if action_mask is None:
-            action_mask = self._discrete and (spec.actions_padded or not bool(first.avail_actions.all()))
+            action_mask = self._discrete and (spec.turn_based or spec.actions_padded
+                                              or not bool(first.avail_actions.all()))
         self._action_mask = bool(action_mask)
         self._has_state = first.state is not None
         self._make_specs(spec)
@@ -183,6 +188,8 @@ class TorchRLEnv(EnvBase):
                 act = Bounded(low=low.expand(shape), high=high.expand(shape), shape=shape, dtype=torch.float32, device=dev)
             if self._agent_mask:
                 group_obs["mask"] = flag(E, A)
+            if self._turn_based:
+                group_obs["acting"] = flag(E, A)
             observation[group] = Composite(group_obs, shape=(E, A))
             action[group] = Composite({"action": act}, shape=(E, A))
             reward[group] = Composite({"reward": Unbounded(shape=(E, A, 1), dtype=torch.float32, device=dev)}, shape=(E, A))
@@ -251,13 +258,14 @@ class TorchRLEnv(EnvBase):
         own = lambda a: None if a is None else a.copy()  # noqa: E731
         return StepResult(own(r.obs), own(r.state), own(r.avail_actions), own(r.agent_mask), own(r.reward),
                           own(r.terminated), own(r.truncated), own(r.done), r.infos,
-                          own(r.final_obs), own(r.final_state), own(r.final_avail_actions))
+                          own(r.final_obs), own(r.final_state), own(r.final_avail_actions),
+                          acting=own(r.acting), final_acting=own(r.final_acting))
 
     @staticmethod
     def _merge(old: StepResult, fresh: StepResult, rows: np.ndarray) -> StepResult:
         """The current arrays with ``rows`` taken from a partial reset's result."""
         merged = {}
-        for name in ("obs", "state", "avail_actions", "agent_mask"):
+        for name in ("obs", "state", "avail_actions", "agent_mask", "acting"):
             a, b = getattr(old, name), getattr(fresh, name)
             if a is None:
                 merged[name] = None
@@ -266,7 +274,8 @@ class TorchRLEnv(EnvBase):
             a[rows] = b[rows]
             merged[name] = a
         return StepResult(merged["obs"], merged["state"], merged["avail_actions"], merged["agent_mask"],
-                          fresh.reward, fresh.terminated, fresh.truncated, fresh.done, fresh.infos)
+                          fresh.reward, fresh.terminated, fresh.truncated, fresh.done, fresh.infos,
+                          acting=merged["acting"])
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         for group, idx in self._group_index.items():
@@ -282,10 +291,13 @@ class TorchRLEnv(EnvBase):
     def _output(self, r: StepResult, step: bool) -> TensorDictBase:
         """TorchRL's view of a result; after a step, finished envs show their final observation."""
         E = self.venv.num_envs
-        obs, state, avail, alive = r.obs, r.state, r.avail_actions, r.agent_mask
+        obs, state, avail, alive, acting = r.obs, r.state, r.avail_actions, r.agent_mask, r.acting
         done = r.done if step else np.zeros(E, dtype=bool)
         if step and done.any():
             obs, state = obs.copy(), None if state is None else state.copy()
+            if self._turn_based:
+                acting = acting.copy()
+                acting[done] = r.final_acting[done]
             obs[done] = r.final_obs[done]
             if state is not None:
                 state[done] = r.final_state[done]
@@ -311,12 +323,18 @@ class TorchRLEnv(EnvBase):
             for k in ("done", "terminated", "truncated"):
                 out[k] = torch.zeros(E, 1, dtype=torch.bool)
         avail_t = torch.from_numpy(avail) if (self._action_mask and avail is not None) else None
+        acting_t = torch.from_numpy(acting) if self._turn_based else None
+        # The action spec's mask: agents not to move may take any action (it is ignored).
+        spec_mask_t = avail_t if acting_t is None or avail_t is None else avail_t | ~acting_t.unsqueeze(-1)
         for group, idx in self._group_index.items():
             ix = idx if isinstance(idx, slice) else torch.from_numpy(idx)
             g: dict[str, Any] = {"observation": obs_t[:, ix]}
             if avail_t is not None:
                 g["action_mask"] = avail_t[:, ix]
-                self.action_spec[group, "action"].update_mask(g["action_mask"].clone())
+                assert spec_mask_t is not None
+                self.action_spec[group, "action"].update_mask(spec_mask_t[:, ix].clone())
+            if acting_t is not None:
+                g["acting"] = acting_t[:, ix]
             if self._agent_mask:
                 g["mask"] = torch.from_numpy(alive)[:, ix]
             A = len(self.group_map[group])

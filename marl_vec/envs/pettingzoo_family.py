@@ -1,4 +1,6 @@
-"""The ``pettingzoo`` family: which adapter a PettingZoo ``ParallelEnv`` gets.
+"""The ``pettingzoo`` family: which adapter a PettingZoo env gets.
+
+An ``AECEnv`` (a turn-based game) gets :class:`~marl_vec.envs.pettingzoo_aec.AECAdapter`.
 
 Every ``ParallelEnv`` gets :class:`~marl_vec.envs.pettingzoo.PettingZooAdapter`'s
 results; two kinds of env get them with less work, from a subclass that knows
@@ -32,12 +34,30 @@ def pettingzoo_adapter(env: Any) -> PettingZooAdapter:
 
 
 def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
-    """The ``pettingzoo`` family: ``env_id`` names a module with ``parallel_env``.
+    """The ``pettingzoo`` family: ``env_id`` names a PettingZoo env module.
+
+    Its ``parallel_env`` is used where it has one (simultaneous moves), else its
+    ``env``, an AEC env: a turn-based game (:mod:`marl_vec.envs.pettingzoo_aec`).
+    ``module.env`` or ``module.parallel_env`` names the constructor outright (e.g.
+    ``pettingzoo.classic.rps_v2.env`` for rock-paper-scissors played in turns).
 
     For example ``mpe2.simple_spread_v3``, ``pettingzoo.butterfly.pistonball_v6``,
-    ``pettingzoo.sisl.multiwalker_v9`` or ``magent2.environments.battle_v4``.
+    ``magent2.environments.battle_v4``, ``pettingzoo.classic.connect_four_v3``.
     """
-    module = import_env_module(env_id, "pettingzoo", f"the PettingZoo env {env_id!r}")
-    if not hasattr(module, "parallel_env"):
-        raise UnknownEnvError(f"{env_id!r} has no parallel_env(); name a PettingZoo env module such as mpe2.simple_spread_v3")
-    return pettingzoo_adapter(module.parallel_env(**kwargs))
+    module_name, _, last = env_id.rpartition(".")
+    constructor = last if last in ("env", "parallel_env") and module_name else None
+    if constructor is None:
+        module_name = env_id
+    extra = "classic" if module_name.startswith("pettingzoo.classic") else "pettingzoo"
+    module = import_env_module(module_name, extra, f"the PettingZoo env {module_name!r}")
+    if constructor is None:
+        constructor = "parallel_env" if hasattr(module, "parallel_env") else "env"
+    if not hasattr(module, constructor):
+        raise UnknownEnvError(f"{module_name!r} has no {constructor}(); name a PettingZoo env module such as "
+                              "mpe2.simple_spread_v3 or pettingzoo.classic.connect_four_v3")
+    env = getattr(module, constructor)(**kwargs)
+    if constructor == "env":
+        from marl_vec.envs.pettingzoo_aec import AECAdapter
+
+        return AECAdapter(env)
+    return pettingzoo_adapter(env)

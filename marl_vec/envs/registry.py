@@ -101,7 +101,8 @@ def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = N
 
 
 def as_adapter(env: Any) -> MultiAgentEnv:
-    """Wrap what an env_fn returned: an adapter as is, a gymnasium Env or a PettingZoo ParallelEnv."""
+    """Wrap what an env_fn returned: an adapter as is, a gymnasium Env, a PettingZoo ParallelEnv
+    or a PettingZoo AECEnv (a turn-based game, :mod:`marl_vec.envs.pettingzoo_aec`)."""
     if isinstance(env, MultiAgentEnv):
         return env
     import gymnasium
@@ -116,12 +117,11 @@ def as_adapter(env: Any) -> MultiAgentEnv:
         from marl_vec.envs.pettingzoo_family import pettingzoo_adapter
 
         return pettingzoo_adapter(env)
-    if isinstance(env, pettingzoo.AECEnv):
-        raise TypeError(
-            f"{type(env).__name__} is a PettingZoo AEC env; pass its parallel version "
-            "(module.parallel_env() or pettingzoo.utils.conversions.aec_to_parallel)"
-        )
+    if isinstance(env, pettingzoo.AECEnv):  # turn-based: one agent moves per step
+        from marl_vec.envs.pettingzoo_aec import AECAdapter
+
+        return AECAdapter(env)
     raise TypeError(
         f"an env_fn returned {type(env).__name__}; allowed: a marl_vec MultiAgentEnv, "
-        "a gymnasium.Env or a PettingZoo ParallelEnv"
+        "a gymnasium.Env, a PettingZoo ParallelEnv or a PettingZoo AECEnv"
     )

@@ -6,6 +6,7 @@ the async pool's ``send()`` takes the same over the rows of ``env_ids`` only.
 Discrete actions are checked without allocating (:meth:`ActionWriter._all_available`);
 where that fast check fails, the per-leaf checks of :mod:`marl_vec.vec.action_checks`
 name the first live agent whose action is wrong. Nothing is written unless every leaf is valid.
+In turn-based games only the agent to move is read (:mod:`marl_vec.vec.turns`).
 
 Example:
     >>> as_object_array([("ab",), ("c",)], (2, 1)).shape
@@ -24,6 +25,7 @@ from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
+from marl_vec.vec.turns import TurnActions
 
 
 class ActionWriter:
@@ -53,6 +55,8 @@ class ActionWriter:
             self._chosen = np.empty(num_envs * A, dtype=bool)
             self._in_range = np.empty((num_envs, A), dtype=bool)
             self._unsigned: dict[np.dtype, np.dtype] = {}  # action dtype -> its unsigned twin
+        # Turn-based games with Discrete moves: only the movers' actions are read (NaN elsewhere is fine).
+        self._turns = TurnActions(spec) if spec.turn_based and isinstance(action, DiscreteAction) else None
         self._objects_in = isinstance(action, ObjectAction)  # actions are values, kept in an object array
         # (path, check) of the action kind (for Discrete: what explains a failed fast
         # check), or of each leaf of Dict/Tuple actions (see action_checks.py).
@@ -62,6 +66,10 @@ class ActionWriter:
         )
 
     def _write_actions(self, actions: Any) -> None:
+        if self._turns is not None:
+            buf = self.buffers
+            self._turns.write(actions, buf.actions, buf.acting, buf.avail_actions, self.validate)
+            return
         if isinstance(self._action, TreeAction):
             self._write_tree_actions(actions)
             return
@@ -76,7 +84,7 @@ class ActionWriter:
     def _validate(self, actions: np.ndarray) -> None:
         if actions.shape != self._actions_shape:
             raise self._shape_error(actions, self._actions_shape, self._leaf_checks[0][1])
-        mask = self.buffers.agent_mask
+        mask = self.buffers.movers()
         if self._discrete:
             if actions.dtype.kind not in "iu":
                 raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
@@ -98,7 +106,7 @@ class ActionWriter:
 
     def _write_tree_actions(self, actions: Any) -> None:
         """Dict/Tuple actions: the same tree of (E, A, *leaf_shape) arrays, each leaf checked."""
-        mask = self.buffers.agent_mask
+        mask = self.buffers.movers()
         arrays = spaces.tree_leaves(self.buffers.actions)
         for (path, check), buf in zip(self._leaf_checks, arrays):
             value = self._action_leaf(actions, path)
@@ -134,8 +142,14 @@ class ActionWriter:
         writing them now. Nothing is written unless every leaf is valid.
         """
         buf = self.buffers
+        if self._turns is not None:
+            moves = np.zeros((len(env_ids), self.spec.n_agents), dtype=buf.actions.dtype)
+            self._turns.write(actions, moves, buf.acting[env_ids],
+                              None if buf.avail_actions is None else buf.avail_actions[env_ids], self.validate, env_ids)
+            buf.actions[env_ids] = moves
+            return
         tree = isinstance(self._action, TreeAction)
-        mask = buf.agent_mask[env_ids]
+        mask = buf.movers()[env_ids]
         avail = None if tree or buf.avail_actions is None else buf.avail_actions[env_ids]
         checked: list[tuple[np.ndarray, np.ndarray]] = []
         for (path, check), leaf in zip(self._leaf_checks, spaces.tree_leaves(buf.actions)):

@@ -37,6 +37,7 @@ from marl_vec.group import EnvFinishedError
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.actions import ActionWriter, as_object_array
 from marl_vec.vec.results import ResultMaker, StepResult
+from marl_vec.vec.turns import legal_actions
 from marl_vec.vec.reward_dtype import REWARD_DTYPES, parse_reward_dtype, with_reward_dtype
 
 __all__ = ["VecEnv", "StepResult", "ClosedEnvError", "REWARD_DTYPES", "parse_reward_dtype", "with_reward_dtype",
@@ -321,6 +322,18 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
             raise ValueError(f"env_ids name envs {twice} more than once; name each env to reset once")
         return out
 
+    def legal_actions(self, i: int, agent: int | str | None = None) -> np.ndarray:
+        """The legal moves (action numbers) of env ``i``'s agent to move, as of the last
+        result; or of ``agent`` (an index or id; needed for simultaneous-move envs).
+
+        >>> venv.legal_actions(0)  # doctest: +SKIP
+        array([0, 1, 2, 3, 4, 5, 6])
+        """
+        buf = self.buffers
+        i = self._check_indices(int(i))[0]
+        avail = None if buf.avail_actions is None else buf.avail_actions[i]
+        return legal_actions(self.spec, None if buf.acting is None else buf.acting[i], avail, agent)
+
     def _check_not_finished(self) -> None:
         done = self.buffers.done
         if done.any():
@@ -342,6 +355,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         for name in ("obs", "state", "avail_actions"):
             for final, current in zip(buf.leaves("final_" + name), buf.leaves(name)):
                 final[rows] = current[rows]
+        buf.final_acting[rows] = buf.movers()[rows]
         reset_infos = reset() or {}
         buf.reward[rows] = 0.0
         buf.terminated[rows] = False

@@ -301,7 +301,8 @@ class AsyncPool:
         return PoolStepResult(
             rows_of(buf.obs), rows_of(buf.state), None if avail is None else avail[ids], buf.agent_mask[ids],
             buf.reward[ids], buf.terminated[ids], buf.truncated[ids], done, infos,
-            finals_of(buf.final_obs), finals_of(buf.final_state), finals_of(final_avail), env_ids=ids,
+            finals_of(buf.final_obs), finals_of(buf.final_state), finals_of(final_avail),
+            acting=buf.movers()[ids], final_acting=finals_of(buf.final_acting), env_ids=ids,
         )
 
     def _pool_shortage(self) -> str:

@@ -29,8 +29,8 @@ from marl_vec.vec.ray_session import ray_module
 
 # Arrays an actor sends back after every step or reset, in this order; the
 # final_* arrays travel only for the rows of envs that have just finished.
-STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done")
-FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions")
+STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "acting", "reward", "terminated", "truncated", "done")
+FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
 
 
 class GroupHost:

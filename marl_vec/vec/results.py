@@ -39,6 +39,10 @@ class StepResult:
     ``final_*`` are set in the same_step and fast modes only, valid where ``done``
     (elsewhere zeros, and None in object leaves such as Text or Graph; with ``copy=False``
     those rows are the buffers' own and hold an earlier episode's end).
+
+    ``acting`` (E, A) bool: the agent to move in turn-based games (``spec.turn_based``),
+    whose action alone is read; for simultaneous-move envs it equals ``agent_mask``.
+    ``final_acting``: the same at the last step of an episode that ended.
     """
 
     obs: Any
@@ -53,6 +57,8 @@ class StepResult:
     final_obs: Any = None
     final_state: Any = None
     final_avail_actions: np.ndarray | None = None
+    acting: np.ndarray | None = None
+    final_acting: np.ndarray | None = None
 
     def __iter__(self):
         return (getattr(self, f.name) for f in fields(self))
@@ -78,10 +84,12 @@ class ResultMaker:
         buf = self.buffers
         avail = buf.avail_actions
         if not self.copy:
+            keeps = self._keeps_final
             return StepResult(
                 buf.obs, buf.state, avail, buf.agent_mask, buf.reward, buf.terminated, buf.truncated,
                 buf.done, infos, *((buf.final_obs, buf.final_state, buf.final_avail_actions)
-                                   if self._keeps_final else (None, None, None)),
+                                   if keeps else (None, None, None)),
+                acting=buf.movers(), final_acting=buf.final_acting if keeps else None,
             )
         if self._obs_is_tree:
             obs = spaces.tree_map(_copy, buf.obs)
@@ -95,18 +103,19 @@ class ResultMaker:
                 copiers = self._copiers = [copier_for(a) for a in (buf.obs, buf.state, buf.final_obs, buf.final_state)]
             obs = copiers[0](buf.obs)
             state = None if buf.state is None else copiers[1](buf.state)
-        final: tuple[Any, Any, Any] = (None, None, None)
+        final: tuple[Any, Any, Any, Any] = (None, None, None, None)
         if self._keeps_final:
             final = self._final_copies(buf, bool(np.count_nonzero(buf.done)) if any_done is None else any_done)
         return StepResult(
             obs, state, None if avail is None else avail.copy(), buf.agent_mask.copy(), buf.reward.copy(),
-            buf.terminated.copy(), buf.truncated.copy(), buf.done.copy(), infos, *final,
+            buf.terminated.copy(), buf.truncated.copy(), buf.done.copy(), infos, *final[:3],
+            acting=buf.movers().copy(), final_acting=final[3],
         )
 
-    def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any]:
-        """Copies of ``final_*`` with the rows of envs not done blanked (zeros; None in
-        object leaves: :func:`~marl_vec.vec.copies.blank_rows`), or where no env finished,
-        fresh blanks.
+    def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any, Any]:
+        """Copies of ``final_*`` (obs, state, avail_actions, acting) with the rows of envs
+        not done blanked (zeros; None in object leaves: :func:`~marl_vec.vec.copies.blank_rows`),
+        or where no env finished, fresh blanks.
 
         The buffers' ``final_*`` rows are valid only where an env finished; elsewhere they
         hold an earlier episode's end. On the many steps where none did, zeros are cheaper
@@ -126,19 +135,19 @@ class ResultMaker:
                 fresh = _zeros_like
             return (spaces.tree_map(fresh, buf.final_obs),
                     None if buf.final_state is None else spaces.tree_map(fresh, buf.final_state),
-                    None if avail is None else fresh(avail))
+                    None if avail is None else fresh(avail), fresh(buf.final_acting))
         if any_done:
             if self._objects_out:
                 return (fresh(buf.final_obs), None if buf.final_state is None else fresh(buf.final_state),
-                        None if avail is None else fresh(avail))
+                        None if avail is None else fresh(avail), fresh(buf.final_acting))
             copiers = cast(list, self._copiers)  # set by _result before
             return (fresh(buf.final_obs, copiers[2]),
                     None if buf.final_state is None else fresh(buf.final_state, copiers[3]),
-                    None if avail is None else fresh(avail))
+                    None if avail is None else fresh(avail), fresh(buf.final_acting))
         if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
-            self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, avail])
-        obs_zeros, state_zeros, avail_zeros = self._final_zeros()
-        return obs_zeros, state_zeros, avail_zeros
+            self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, avail, buf.final_acting])
+        obs_zeros, state_zeros, avail_zeros, acting_zeros = self._final_zeros()
+        return obs_zeros, state_zeros, avail_zeros, acting_zeros
 
 
 def _copy(array: np.ndarray) -> np.ndarray:
