@@ -6,7 +6,11 @@
     python scripts/benchmark.py --suite breadth        # the same, from the main benchmark
 
 Envs (their default settings, 4 copies): MAgent2 battle and gather, pistonball,
-cooperative_pong, knights_archers_zombies, multiwalker, pursuit.
+cooperative_pong, knights_archers_zombies, multiwalker, pursuit; and the gymnasium
+Tuple-agent families: Level-Based Foraging (8x8-2p-2f-coop, 15x15-4p-3f) and the
+Multi-Robot Warehouse (tiny-2ag, small-4ag), whose plain loop steps the env with a
+list of actions and resets it at ``done`` (they have no ``state()``: the rows are
+Dummy/plain with the observations concatenated as the batch's state).
 
 The plain loop does the work a batch does: builds each env's action dict from
 an array, steps it, calls ``state()`` (all of these envs have a state space, so
@@ -56,6 +60,13 @@ ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("multiwalker", "pettingzoo.sisl.multiwalker_v9", {}),
     ("pursuit", "pettingzoo.sisl.pursuit_v5", {}),
 ]
+# Gymnasium envs with a Tuple of agents (families lbf, rware): label, family, id, kwargs.
+TUPLE_ENVS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("lbf 8x8-2p-2f-coop", "lbf", "Foraging-8x8-2p-2f-coop-v3", {}),
+    ("lbf 15x15-4p-3f", "lbf", "Foraging-15x15-4p-3f-v3", {}),
+    ("rware tiny-2ag", "rware", "rware-tiny-2ag-v2", {}),
+    ("rware small-4ag", "rware", "rware-small-4ag-v2", {}),
+]
 NUM_ENVS = 4
 
 
@@ -81,6 +92,23 @@ def plain_loop(name: str, make_env: Callable, n: int, actions: np.ndarray, call_
                     except Exception:  # noqa: BLE001 - as state="auto": zeros where it fails
                         np.zeros(shape)
                 if not env.agents:
+                    env.reset()
+        return step_batch, lambda: [e.close() for e in envs]
+
+    return candidate(name, build, actions)
+
+
+def tuple_plain_loop(name: str, make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
+    """The plain loop over gymnasium Tuple-agent envs: a list of actions in, reset at ``done``."""
+
+    def build():
+        envs = [make_env() for _ in range(n)]
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+
+        def step_batch(a: np.ndarray) -> None:
+            for i, env in enumerate(envs):
+                if env.step(a[i].tolist())[2]:
                     env.reset()
         return step_batch, lambda: [e.close() for e in envs]
 
@@ -136,6 +164,34 @@ def bench_env(label: str, module: str, kwargs: dict, seconds: float) -> list[str
     return [line]
 
 
+def bench_tuple_env(label: str, family: str, env_id: str, kwargs: dict, seconds: float) -> list[str]:
+    import gymnasium as gym
+
+    from marl_vec.envs.registry import make_env_fn
+    from marl_vec.envs.tuple_agents import LBF, RWARE
+
+    importlib.import_module({"lbf": LBF, "rware": RWARE}[family].module)  # registers the family's ids
+    fn = make_env_fn(family, env_id, kwargs)
+    make_env = functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)
+    probe = make_env()
+    n_agents, n_actions = len(probe.action_space.spaces), int(probe.action_space.spaces[0].n)
+    probe.close()
+    actions = np.random.default_rng(0).integers(0, n_actions, size=(64, NUM_ENVS, n_agents))
+    fns = [fn] * NUM_ENVS
+    cpu = [
+        tuple_plain_loop("plain loop", make_env, NUM_ENVS, actions),
+        venv_candidate("DummyVecEnv", lambda: mv.DummyVecEnv(fns), actions),
+        venv_candidate("DummyVecEnv state=none", lambda: mv.DummyVecEnv(fns, state="none"), actions),
+    ]
+    measure(cpu, NUM_ENVS, seconds, clock=time.process_time)
+    rate = {c.name: c.best for c in cpu}
+    step_ms = 1000 / rate["plain loop"]
+    line = (f"{label:<24} {step_ms:7.2f} ms  Dummy/plain {rate['DummyVecEnv'] / rate['plain loop']:5.2f}x"
+            f"  none/plain-nostate {rate['DummyVecEnv state=none'] / rate['plain loop']:5.2f}x")
+    print(line, flush=True)
+    return [line]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=1.5, help="time per candidate per case (split over 5 rounds)")
@@ -150,6 +206,13 @@ def main(argv: list[str] | None = None) -> None:
             continue
         try:
             bench_env(label, module, kwargs, args.seconds)
+        except ImportError as exc:
+            print(f"{label:<24} skipped: {exc}", flush=True)
+    for label, family, env_id, kwargs in TUPLE_ENVS:
+        if args.envs and label not in args.envs:
+            continue
+        try:
+            bench_tuple_env(label, family, env_id, kwargs, args.seconds)
         except ImportError as exc:
             print(f"{label:<24} skipped: {exc}", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}", flush=True)
