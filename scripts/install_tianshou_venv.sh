@@ -17,6 +17,6 @@ trap 'rm -f "$CONSTRAINTS"' EXIT
 echo "torch==2.13.0" > "$CONSTRAINTS"
 "$VENV/bin/python" -m pip install -q -U pip setuptools wheel
 "$VENV/bin/python" -m pip install -q torch==2.13.0
-# marl_vec with its tianshou extra; lbf for the docs page's examples run there too.
-"$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[tianshou,lbf]" "pytest>=7" "pytest-timeout>=2.1"
+# marl_vec with its tianshou extra; lbf and rware for the docs pages' examples, run there too.
+"$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[tianshou,lbf,rware]" "pytest>=7" "pytest-timeout>=2.1"
 "$VENV/bin/python" -c "import torch, tianshou, gymnasium, marl_vec; print('tianshou venv: tianshou', tianshou.__version__, 'torch', torch.__version__, 'gymnasium', gymnasium.__version__)"

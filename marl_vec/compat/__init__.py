@@ -13,6 +13,8 @@
   marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
 - :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
   venv of its own; imported on first use).
+- :class:`TianshouVectorEnv`: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
+  its own: scripts/install_tianshou_venv.sh; imported on first use).
 
 Example:
     >>> import gymnasium as gym
@@ -29,7 +31,8 @@ from marl_vec.compat.batch_of_one import BatchOfOne
 from marl_vec.compat.gym_vector import GymVectorEnv
 from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv",
+           "TianshouVectorEnv"]
 
 
 def __getattr__(name: str) -> object:
@@ -46,4 +49,8 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.agilerl import AgileRLVecEnv
 
         return AgileRLVecEnv
+    if name == "TianshouVectorEnv":  # imports tianshou (and torch)
+        from marl_vec.compat.tianshou import TianshouVectorEnv
+
+        return TianshouVectorEnv
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")
