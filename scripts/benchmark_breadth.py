@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import marl_vec as mv  # noqa: E402
-from benchmark import Candidate, candidate, measure  # noqa: E402
+from benchmark import Candidate, candidate, measure, plain_gym_loop  # noqa: E402
 
 ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("battle", "magent2.environments.battle_v4", {}),
@@ -92,23 +92,6 @@ def plain_loop(name: str, make_env: Callable, n: int, actions: np.ndarray, call_
                     except Exception:  # noqa: BLE001 - as state="auto": zeros where it fails
                         np.zeros(shape)
                 if not env.agents:
-                    env.reset()
-        return step_batch, lambda: [e.close() for e in envs]
-
-    return candidate(name, build, actions)
-
-
-def tuple_plain_loop(name: str, make_env: Callable, n: int, actions: np.ndarray) -> Candidate:
-    """The plain loop over gymnasium Tuple-agent envs: a list of actions in, reset at ``done``."""
-
-    def build():
-        envs = [make_env() for _ in range(n)]
-        for i, env in enumerate(envs):
-            env.reset(seed=i)
-
-        def step_batch(a: np.ndarray) -> None:
-            for i, env in enumerate(envs):
-                if env.step(a[i].tolist())[2]:
                     env.reset()
         return step_batch, lambda: [e.close() for e in envs]
 
@@ -179,15 +162,20 @@ def bench_tuple_env(label: str, family: str, env_id: str, kwargs: dict, seconds:
     actions = np.random.default_rng(0).integers(0, n_actions, size=(64, NUM_ENVS, n_agents))
     fns = [fn] * NUM_ENVS
     cpu = [
-        tuple_plain_loop("plain loop", make_env, NUM_ENVS, actions),
+        # The env takes each env's row of agent actions (an (A,) array) and ends at `done`: the gym loop.
+        plain_gym_loop(make_env, NUM_ENVS, actions[:, :, None]),
         venv_candidate("DummyVecEnv", lambda: mv.DummyVecEnv(fns), actions),
         venv_candidate("DummyVecEnv state=none", lambda: mv.DummyVecEnv(fns, state="none"), actions),
     ]
+    return report(label, cpu, seconds)
+
+
+def report(label: str, cpu: list[Candidate], seconds: float) -> list[str]:
+    """Measure ``cpu`` (a plain loop, DummyVecEnv, DummyVecEnv state=none) by CPU time; print a row."""
     measure(cpu, NUM_ENVS, seconds, clock=time.process_time)
-    rate = {c.name: c.best for c in cpu}
-    step_ms = 1000 / rate["plain loop"]
-    line = (f"{label:<24} {step_ms:7.2f} ms  Dummy/plain {rate['DummyVecEnv'] / rate['plain loop']:5.2f}x"
-            f"  none/plain-nostate {rate['DummyVecEnv state=none'] / rate['plain loop']:5.2f}x")
+    plain, dummy, nostate = (c.best for c in cpu)
+    line = (f"{label:<24} {1000 / plain:7.2f} ms  Dummy/plain {dummy / plain:5.2f}x"
+            f"  none/plain-nostate {nostate / plain:5.2f}x")
     print(line, flush=True)
     return [line]
 

@@ -57,16 +57,27 @@ def face(n: int, backend: str = "dummy", **kwargs) -> TianshouVectorEnv:
 
 # -- training: identical parameters ------------------------------------------------
 
-def _seed_all(seed: int) -> None:
+def seeded_envs(make_envs, seed: int) -> tuple:
+    """4 train and 3 test envs, seeded as Tianshou's examples seed them (torch and numpy too)."""
     torch.manual_seed(seed)
     np.random.seed(seed)
-
-
-def train_dqn(make_envs, seed: int = 3) -> dict:
-    _seed_all(seed)
     train_envs, test_envs = make_envs(4), make_envs(3)
     train_envs.seed(seed)
     test_envs.seed(seed + 100)
+    return train_envs, test_envs
+
+
+def outcome(algorithm, result, train_collector, test_collector) -> dict:
+    """What a training run must reproduce: every parameter, the best test return, the counts."""
+    train_collector.close()
+    test_collector.close()
+    return {"params": {k: v.clone() for k, v in algorithm.state_dict().items() if torch.is_tensor(v)},
+            "best_reward": result.best_reward, "train_steps": train_collector.collect_step,
+            "test_episodes": test_collector.collect_episode}
+
+
+def train_dqn(make_envs, seed: int = 3) -> dict:
+    train_envs, test_envs = seeded_envs(make_envs, seed)
     env = cartpole()
     net = Net(state_shape=env.observation_space.shape, action_shape=env.action_space.n, hidden_sizes=[32, 32])
     policy = DiscreteQLearningPolicy(model=net, action_space=env.action_space, eps_training=0.2, eps_inference=0.05)
@@ -81,18 +92,11 @@ def train_dqn(make_envs, seed: int = 3) -> dict:
         training_collector=train_collector, test_collector=test_collector, max_epochs=2, epoch_num_steps=160,
         collection_step_num_env_steps=8, test_step_num_episodes=4, batch_size=32,
         update_step_num_gradient_steps_per_sample=0.25, verbose=False, show_progress=False))
-    train_envs.close()
-    test_envs.close()
-    return {"params": {k: v.clone() for k, v in algorithm.state_dict().items() if torch.is_tensor(v)},
-            "best_reward": result.best_reward, "train_steps": train_collector.collect_step,
-            "test_episodes": test_collector.collect_episode}
+    return outcome(algorithm, result, train_collector, test_collector)
 
 
 def train_ppo(make_envs, seed: int = 5) -> dict:
-    _seed_all(seed)
-    train_envs, test_envs = make_envs(4), make_envs(3)
-    train_envs.seed(seed)
-    test_envs.seed(seed + 100)
+    train_envs, test_envs = seeded_envs(make_envs, seed)
     env = cartpole()
     actor = DiscreteActor(preprocess_net=Net(state_shape=env.observation_space.shape, hidden_sizes=[32, 32]),
                           action_shape=env.action_space.n)
@@ -105,11 +109,7 @@ def train_ppo(make_envs, seed: int = 5) -> dict:
         training_collector=train_collector, test_collector=test_collector, max_epochs=2, epoch_num_steps=128,
         collection_step_num_env_steps=128, test_step_num_episodes=4, batch_size=64,
         update_step_num_repetitions=2, verbose=False, show_progress=False))
-    train_envs.close()
-    test_envs.close()
-    return {"params": {k: v.clone() for k, v in algorithm.state_dict().items() if torch.is_tensor(v)},
-            "best_reward": result.best_reward, "train_steps": train_collector.collect_step,
-            "test_episodes": test_collector.collect_episode}
+    return outcome(algorithm, result, train_collector, test_collector)
 
 
 def assert_same_training(got: dict, want: dict) -> None:
@@ -122,19 +122,13 @@ def assert_same_training(got: dict, want: dict) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["dummy", "subproc"])
-def test_dqn_learns_identical_parameters(backend):
-    want = train_dqn(native)
-    got = train_dqn(lambda n: face(n, backend))
+@pytest.mark.parametrize("train", [train_dqn, train_ppo], ids=["dqn", "ppo"])
+def test_learns_identical_parameters(train, backend):
+    """Tianshou's DQN (off-policy, with a random warm-up) and PPO (on-policy)."""
+    want = train(native)
+    got = train(lambda n: face(n, backend))
     assert_same_training(got, want)
     assert want["test_episodes"] >= 8  # 4 test episodes per test, from 3 envs: subsets stepped
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", ["dummy", "subproc"])
-def test_ppo_learns_identical_parameters(backend):
-    want = train_ppo(native)
-    got = train_ppo(lambda n: face(n, backend))
-    assert_same_training(got, want)
 
 
 # -- the calls a Collector makes, against DummyVectorEnv ---------------------------------
