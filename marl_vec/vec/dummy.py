@@ -96,9 +96,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         self._pool_restart()
 
     def _check_idle(self, call: str) -> None:
-        self._check_open()
-        self._pool_drain()  # results recv() has not returned are dropped, as on the process backends
-        self._pool_errors.clear()
+        self._pool_errors.clear()  # dropped with the results recv() has not returned (AsyncPool._check_idle)
         super()._check_idle(call)
 
     # -- the async pool, synchronous (marl_vec.vec.pool) ------------------------------
