@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_readme_examples import ROOT, _run, _skip_or_run, bare_expressions, readme_blocks, workdir  # noqa: F401
+from tests.test_readme_examples import ROOT, _run, _unavailable, bare_expressions, readme_blocks, workdir  # noqa: F401
 
 PAGES = ["docs/families/lbf_rware.md", "docs/faces/tianshou.md"]
 BLOCKS = [pytest.param(page, b, id=f"{Path(page).stem}-L{b.line}")
@@ -26,7 +26,11 @@ def test_pages_have_examples():
 
 @pytest.mark.parametrize("page, block", BLOCKS)
 def test_python_block_runs(page: str, block, workdir: Path):
-    _skip_or_run(block)
+    if "fragment" in block.markers or "not run" in block.markers:
+        pytest.skip(f"{page}:{block.line} is marked {', '.join(block.markers)}")
+    missing = _unavailable(block.markers.get("needs", ""))
+    if missing:
+        pytest.skip(f"{page}:{block.line} needs {', '.join(missing)}")
     assert not bare_expressions(block.text), f"{page}:{block.line}: a bare expression prints nothing; print() it"
     script = workdir / f".docs_block_{Path(page).stem}_{block.line}.py"
     script.write_text(block.text + "\n")
