@@ -21,7 +21,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec import spaces
-from marl_vec.envs.registry import make_env, make_env_fn
+from marl_vec.envs.registry import EnvOptionsError, UnknownEnvError, make_env, make_env_fn
 
 lbforaging = pytest.importorskip("lbforaging", reason="the lbf extra is not installed: pip install 'marl_vec[lbf]'")
 rware = pytest.importorskip("rware", reason="the rware extra is not installed: pip install 'marl_vec[rware]'")
@@ -197,11 +197,11 @@ def test_shipped_configs(config: str):
 
 
 @pytest.mark.parametrize("family, env_id, kwargs, error, words", [
-    ("lbf", "Foraging-8x8-2p-2f-cop-v3", {}, ValueError, ["unknown lbf env id", "Foraging-8x8-2p-2f-coop-v3"]),
-    ("lbf", "rware-tiny-2ag-v2", {}, ValueError, ["unknown lbf env id", "e.g. Foraging"]),
-    ("rware", "rware-tiny-2ag-v9", {}, ValueError, ["unknown rware env id", "rware-tiny-2ag-v2"]),
-    ("lbf", "Foraging-8x8-2p-2f-coop-v3", {"sigth": 2}, TypeError, ["sigth", "allowed:", "sight", "penalty"]),
-    ("rware", "rware-tiny-2ag-v2", {"sight": 2}, TypeError, ["sight", "allowed:", "sensor_range"]),
+    ("lbf", "Foraging-8x8-2p-2f-cop-v3", {}, UnknownEnvError, ["unknown lbf env id", "Foraging-8x8-2p-2f-coop-v3"]),
+    ("lbf", "rware-tiny-2ag-v2", {}, UnknownEnvError, ["unknown lbf env id", "e.g. Foraging"]),
+    ("rware", "rware-tiny-2ag-v9", {}, UnknownEnvError, ["unknown rware env id", "rware-tiny-2ag-v2"]),
+    ("lbf", "Foraging-8x8-2p-2f-coop-v3", {"sigth": 2}, EnvOptionsError, ["sigth", "allowed:", "sight", "penalty"]),
+    ("rware", "rware-tiny-2ag-v2", {"sight": 2}, EnvOptionsError, ["sight", "allowed:", "sensor_range"]),
 ])
 def test_clear_errors(family, env_id, kwargs, error, words):
     with pytest.raises(error) as info:

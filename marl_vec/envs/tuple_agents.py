@@ -32,7 +32,8 @@ Conventions (see docs/families/lbf_rware.md):
   (LBF: ``sight``, ``penalty``, ``max_episode_steps``, ``force_coop``,
   ``grid_observation``, ...; RWARE: ``sensor_range``, ``max_steps``,
   ``reward_type``, ``request_queue_size``, ``msg_bits``, ...); an unknown one is
-  refused with the list of allowed names.
+  refused with the list of allowed names (``EnvOptionsError`` through the
+  registry); an unknown id raises ``UnknownEnvError`` with close matches.
 - Seeding: ``reset(seed=s)`` is the env's ``reset(seed=s)``; ``reset()`` goes on
   with the env's own random stream, as a plain loop does.
 
@@ -57,7 +58,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.envs.extras import require
+from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.envs.gym import action_spec_of
 from marl_vec.spec import DiscreteAction, EnvSpec
 
@@ -193,8 +194,8 @@ def make_tuple_env(family: TupleFamily, env_id: str, **kwargs: Any) -> TupleAgen
     if not isinstance(env_id, str) or env_id not in gym.registry or not env_id.startswith(family.prefix):
         close = difflib.get_close_matches(str(env_id), _known_ids(family), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown {family.name} env id {env_id!r}: name one that {family.module} registers, "
-                         f"e.g. {family.example}{hint}")
+        raise UnknownEnvError(f"unknown {family.name} env id {env_id!r}: name one that {family.module} registers, "
+                              f"e.g. {family.example}{hint}")
     spec = gym.spec(env_id)
     allowed = _constructor_params(spec.entry_point)
     unknown = sorted(set(kwargs) - set(allowed))
