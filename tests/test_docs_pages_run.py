@@ -1,7 +1,7 @@
 """The Python examples of the docs pages run as written (docs/families/lbf_rware.md, docs/faces/tianshou.md).
 
-Each ```python block of a page runs by itself in a fresh process from a scratch
-folder that looks like the repo root, with the markers of tests/test_readme_examples.py
+Each ```python block of a page runs by itself in a fresh process from an empty
+directory, as README's examples do, with the markers of tests/test_readme_examples.py
 (``<!-- needs: module, ... -->`` skips a block whose modules are missing here, e.g.
 tianshou outside its own venv; ``<!-- fragment -->`` and ``<!-- not run: REASON -->``).
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_readme_examples import ROOT, _run, _unavailable, bare_expressions, readme_blocks, workdir  # noqa: F401
+from tests.test_readme_examples import (ROOT, _run, _unavailable, bare_expressions, cli_bin,  # noqa: F401
+                                        readme_blocks, workdir)
 
 PAGES = ["docs/families/lbf_rware.md", "docs/faces/tianshou.md"]
 BLOCKS = [pytest.param(page, b, id=f"{Path(page).stem}-L{b.line}")
