@@ -21,9 +21,10 @@ Runs in the Tianshou venv (Tianshou 2.0.1 pins deepdiff<8):
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py spread --iterations 30
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py spread configs/lbf/8x8-2p-2f-coop.yaml
 
-Each line: ``iteration=I episodes=N return=R`` (``spread``: the mean team return
-per episode of that iteration's collect) or Tianshou's epoch results (``ppo``);
-then a last line ``first_return=X final_return=Y``.
+``spread`` prints ``iteration=I episodes=N return=R`` (the mean team return per
+episode of that iteration's collect), ``ppo`` Tianshou's epoch lines; then a last
+line ``first_return=X final_return=Y`` (``ppo``: the test return before training
+and the trainer's best test return).
 """
 
 from __future__ import annotations
@@ -85,19 +86,13 @@ def train_ppo(args: argparse.Namespace) -> tuple[float, float]:
     train_collector = ts.data.Collector[CollectStats](algorithm, train_envs,
                                                       ts.data.VectorReplayBuffer(20000, args.num_envs))
     test_collector = ts.data.Collector[CollectStats](algorithm, test_envs)
-    returns: list[float] = []
-
-    def test_fn(epoch: int, step: int | None) -> None:
-        pass
-
     test_collector.reset()
     first = float(test_collector.collect(n_episode=args.num_envs).returns_stat.mean)
     result = algorithm.run_training(OnPolicyTrainerParams(
         training_collector=train_collector, test_collector=test_collector, max_epochs=args.epochs,
         epoch_num_steps=args.epoch_steps, collection_step_num_env_steps=1024, test_step_num_episodes=args.num_envs,
-        batch_size=256, update_step_num_repetitions=4, test_fn=test_fn, show_progress=False))
+        batch_size=256, update_step_num_repetitions=4, show_progress=False))
     final = float(result.best_reward)
-    returns.append(final)
     train_envs.close()
     test_envs.close()
     return first, final
