@@ -83,7 +83,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         infos = self.group.reset(seed, env_ids)
-        self._pool_restart()
+        self._pool_restart(env_ids)
         if env_ids is None:
             return infos
         out: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
@@ -93,7 +93,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
 
     def _step_async(self) -> None:
         self._infos = self.group.step()
-        self._pool_restart()
+        self._pool_restart(step=True)
 
     def _check_idle(self, call: str) -> None:
         self._pool_errors.clear()  # dropped with the results recv() has not returned (AsyncPool._check_idle)
