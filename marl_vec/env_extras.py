@@ -72,6 +72,8 @@ NEEDS: tuple[EnvNeeds, ...] = (
              then="bash scripts/install_football.sh"),
     EnvNeeds("starcraft2", "SMAC and pysc2 maps", "sc2", ("pysc2", "s2clientprotocol"), "3m",
              then="bash scripts/install_sc2.sh, then the game from Blizzard under SC2PATH", game=True),
+    EnvNeeds("lbf", "Level-Based Foraging ids (Foraging-*)", "lbf", ("lbforaging",), "Foraging-8x8-2p-2f-coop-v3"),
+    EnvNeeds("rware", "Multi-Robot Warehouse ids (rware-*)", "rware", ("rware",), "rware-tiny-2ag-v2"),
 )
 
 

@@ -282,7 +282,9 @@ class AgentLayout:
 
 def _rebuild(space: gym.Space, common: dict[Path, gym.Space], path: Path = ()) -> gym.Space:
     if isinstance(space, gym.spaces.Dict):
-        return gym.spaces.Dict({k: _rebuild(c, common, (*path, k)) for k, c in space.spaces.items()})
+        # Pairs, not a dict: gymnasium sorts a plain dict's keys, and the leaves' paths keep the
+        # native order (an OrderedDict space, as RWARE's, keeps its own).
+        return gym.spaces.Dict([(k, _rebuild(c, common, (*path, k))) for k, c in space.spaces.items()])
     if isinstance(space, gym.spaces.Tuple):
         return gym.spaces.Tuple([_rebuild(c, common, (*path, i)) for i, c in enumerate(space.spaces)])
     return common[path]

@@ -6,7 +6,11 @@
     python scripts/benchmark.py --suite breadth        # the same, from the main benchmark
 
 Envs (their default settings, 4 copies): MAgent2 battle and gather, pistonball,
-cooperative_pong, knights_archers_zombies, multiwalker, pursuit.
+cooperative_pong, knights_archers_zombies, multiwalker, pursuit; and the gymnasium
+Tuple-agent families: Level-Based Foraging (8x8-2p-2f-coop, 15x15-4p-3f) and the
+Multi-Robot Warehouse (tiny-2ag, small-4ag), whose plain loop steps the env with a
+list of actions and resets it at ``done`` (they have no ``state()``: the rows are
+Dummy/plain with the observations concatenated as the batch's state).
 
 The plain loop does the work a batch does: builds each env's action dict from
 an array, steps it, calls ``state()`` (all of these envs have a state space, so
@@ -45,7 +49,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import marl_vec as mv  # noqa: E402
-from benchmark import Candidate, candidate, measure  # noqa: E402
+from benchmark import Candidate, candidate, measure, plain_gym_loop  # noqa: E402
 
 ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("battle", "magent2.environments.battle_v4", {}),
@@ -55,6 +59,13 @@ ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("knights_archers_zombies", "pettingzoo.butterfly.knights_archers_zombies_v11", {}),
     ("multiwalker", "pettingzoo.sisl.multiwalker_v9", {}),
     ("pursuit", "pettingzoo.sisl.pursuit_v5", {}),
+]
+# Gymnasium envs with a Tuple of agents (families lbf, rware): label, family, id, kwargs.
+TUPLE_ENVS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("lbf 8x8-2p-2f-coop", "lbf", "Foraging-8x8-2p-2f-coop-v3", {}),
+    ("lbf 15x15-4p-3f", "lbf", "Foraging-15x15-4p-3f-v3", {}),
+    ("rware tiny-2ag", "rware", "rware-tiny-2ag-v2", {}),
+    ("rware small-4ag", "rware", "rware-small-4ag-v2", {}),
 ]
 NUM_ENVS = 4
 
@@ -136,6 +147,39 @@ def bench_env(label: str, module: str, kwargs: dict, seconds: float) -> list[str
     return [line]
 
 
+def bench_tuple_env(label: str, family: str, env_id: str, kwargs: dict, seconds: float) -> list[str]:
+    import gymnasium as gym
+
+    from marl_vec.envs.registry import make_env_fn
+    from marl_vec.envs.tuple_agents import LBF, RWARE
+
+    importlib.import_module({"lbf": LBF, "rware": RWARE}[family].module)  # registers the family's ids
+    fn = make_env_fn(family, env_id, kwargs)
+    make_env = functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)
+    probe = make_env()
+    n_agents, n_actions = len(probe.action_space.spaces), int(probe.action_space.spaces[0].n)
+    probe.close()
+    actions = np.random.default_rng(0).integers(0, n_actions, size=(64, NUM_ENVS, n_agents))
+    fns = [fn] * NUM_ENVS
+    cpu = [
+        # The env takes each env's row of agent actions (an (A,) array) and ends at `done`: the gym loop.
+        plain_gym_loop(make_env, NUM_ENVS, actions[:, :, None]),
+        venv_candidate("DummyVecEnv", lambda: mv.DummyVecEnv(fns), actions),
+        venv_candidate("DummyVecEnv state=none", lambda: mv.DummyVecEnv(fns, state="none"), actions),
+    ]
+    return report(label, cpu, seconds)
+
+
+def report(label: str, cpu: list[Candidate], seconds: float) -> list[str]:
+    """Measure ``cpu`` (a plain loop, DummyVecEnv, DummyVecEnv state=none) by CPU time; print a row."""
+    measure(cpu, NUM_ENVS, seconds, clock=time.process_time)
+    plain, dummy, nostate = (c.best for c in cpu)
+    line = (f"{label:<24} {1000 / plain:7.2f} ms  Dummy/plain {dummy / plain:5.2f}x"
+            f"  none/plain-nostate {nostate / plain:5.2f}x")
+    print(line, flush=True)
+    return [line]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=1.5, help="time per candidate per case (split over 5 rounds)")
@@ -150,6 +194,13 @@ def main(argv: list[str] | None = None) -> None:
             continue
         try:
             bench_env(label, module, kwargs, args.seconds)
+        except ImportError as exc:
+            print(f"{label:<24} skipped: {exc}", flush=True)
+    for label, family, env_id, kwargs in TUPLE_ENVS:
+        if args.envs and label not in args.envs:
+            continue
+        try:
+            bench_tuple_env(label, family, env_id, kwargs, args.seconds)
         except ImportError as exc:
             print(f"{label:<24} skipped: {exc}", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}", flush=True)

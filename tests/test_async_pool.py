@@ -41,6 +41,28 @@ def test_each_env_trajectory_equals_its_synchronous_one_on_every_backend(backend
     assert_same(got, expected)
 
 
+@pytest.mark.parametrize("batch_size", [1, 4, 6])
+@pytest.mark.parametrize("hold", [False, True])
+def test_dummy_pool_is_synchronous_and_follows_each_trajectory(batch_size, hold):
+    """DummyVecEnv's pool steps what send() names at once; recv() hands envs out in the order sent."""
+    fns = [functools.partial(DelayedEnv, 0.0) for _ in DELAYS]
+    expected = sync_trajectories(fns, STEPS)
+    got, batches, stats = pool_trajectories(fns, STEPS, "dummy", hold=hold, batch_size=batch_size)
+    assert_same(got, expected)
+    assert stats["episodes"] >= len(fns)
+
+
+def test_dummy_pool_names_a_failing_env_at_recv():
+    from tests.scripted_envs import FailingEnv
+
+    with mv.DummyVecEnv([lambda: DelayedEnv(0.0), lambda: FailingEnv(fail_at=1)], batch_size=2) as venv:
+        venv.reset()
+        r = venv.recv()
+        venv.send(np.ones((2, venv.spec.n_agents), np.int64), r.env_ids)
+        with pytest.raises(Exception, match="env 1"):
+            venv.recv()
+
+
 @pytest.mark.parametrize("batch_size", [1, 5])
 def test_linked_ray_actors_hand_out_single_envs(ray_cluster, batch_size):  # noqa: F811
     fns = [functools.partial(DelayedEnv, d) for d in DELAYS]

@@ -15,6 +15,8 @@
   (what SB3VecEnv and GymVectorEnv serve a turn-based batch through; ``opponent=``).
 - :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
   venv of its own; imported on first use).
+- :class:`TianshouVectorEnv`: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
+  its own: scripts/install_tianshou_venv.sh; imported on first use).
 
 Example:
     >>> import gymnasium as gym
@@ -32,7 +34,8 @@ from marl_vec.compat.gym_vector import GymVectorEnv
 from marl_vec.compat.opponent import OpponentSeat, RandomLegal
 from marl_vec.compat.xuance import XuanCeVecEnv
 
-__all__ = ["GymVectorEnv", "BatchOfOne", "OpponentSeat", "RandomLegal", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv", "AgileRLVecEnv"]
+__all__ = ["GymVectorEnv", "BatchOfOne", "OpponentSeat", "RandomLegal", "SB3VecEnv", "TorchRLEnv", "XuanCeVecEnv",
+           "AgileRLVecEnv", "TianshouVectorEnv"]
 
 
 def __getattr__(name: str) -> object:
@@ -49,4 +52,8 @@ def __getattr__(name: str) -> object:
         from marl_vec.compat.agilerl import AgileRLVecEnv
 
         return AgileRLVecEnv
+    if name == "TianshouVectorEnv":  # imports tianshou (and torch)
+        from marl_vec.compat.tianshou import TianshouVectorEnv
+
+        return TianshouVectorEnv
     raise AttributeError(f"module 'marl_vec.compat' has no attribute {name!r}")

@@ -54,6 +54,10 @@ FAMILIES: dict[str, Family] = {
                "a gfootball scenario, e.g. academy_3_vs_1_with_keeper"),
         Family("starcraft2", "marl_vec.envs.starcraft2", "make_starcraft2", "sc2",
                "a StarCraft II map, e.g. DefeatRoaches or 3m"),
+        Family("lbf", "marl_vec.envs.tuple_agents", "make_lbf", "lbf",
+               "a Level-Based Foraging id, e.g. Foraging-8x8-2p-2f-coop-v3"),
+        Family("rware", "marl_vec.envs.tuple_agents", "make_rware", "rware",
+               "a Multi-Robot Warehouse id, e.g. rware-tiny-2ag-v2"),
     )
 }
 

@@ -1,7 +1,10 @@
 """DummyVecEnv: every env in this process, stepped in turn.
 
 The backend for debugging and for envs so cheap that processes do not pay.
-``step_async`` does the work at once; ``step_wait`` only returns it.
+``step_async`` does the work at once; ``step_wait`` only returns it. The async pool
+(``send``/``recv``, :mod:`marl_vec.vec.pool`) is here too, synchronous: ``send``
+steps its envs at once and ``recv`` returns them in the order sent, so a caller
+written for the pool (a face that steps a subset of envs) runs on every backend.
 
 Example:
     >>> import gymnasium as gym, numpy as np
@@ -15,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, Sequence
 
 from marl_vec.buffers import BatchBuffers
@@ -23,9 +27,10 @@ from marl_vec.episode import AutoresetMode
 from marl_vec.group import EnvGroup
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.pool import AsyncPool, PoolStepResult
 
 
-class DummyVecEnv(VecEnv):
+class DummyVecEnv(AsyncPool, VecEnv):
     """Runs ``len(env_fns)`` envs in this process.
 
     Args:
@@ -41,6 +46,7 @@ class DummyVecEnv(VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see :mod:`marl_vec.state`).
+        batch_size: envs per :meth:`recv` of the (synchronous) async pool (default ``num_envs``).
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class DummyVecEnv(VecEnv):
         restart_on_error: int = 0,
         reward_dtype: str | None = None,
         state: str = "auto",
+        batch_size: int | None = None,
     ):
         if not env_fns:
             raise ValueError("DummyVecEnv needs at least one env_fn")
@@ -70,9 +77,13 @@ class DummyVecEnv(VecEnv):
                 adapter.close()
             raise
         self._infos: list[dict[str, Any]] = []
+        self.timeout = None  # the pool never waits here: send() steps its envs at once
+        self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)])
+        self._pool_errors: deque[BaseException] = deque()  # raised by the next recv(), in order
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         infos = self.group.reset(seed, env_ids)
+        self._pool_restart(env_ids)
         if env_ids is None:
             return infos
         out: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
@@ -82,6 +93,28 @@ class DummyVecEnv(VecEnv):
 
     def _step_async(self) -> None:
         self._infos = self.group.step()
+        self._pool_restart(step=True)
+
+    def _check_idle(self, call: str) -> None:
+        self._pool_errors.clear()  # dropped with the results recv() has not returned (AsyncPool._check_idle)
+        super()._check_idle(call)
+
+    # -- the async pool, synchronous (marl_vec.vec.pool) ------------------------------
+
+    def _pool_go(self, w: int, local_ids: list[int]) -> None:
+        for j in local_ids:
+            try:
+                info = self.group.step_env(j)
+            except Exception as exc:  # named to the caller by the next recv(), as on the process backends
+                self._pool_fail(w)
+                self._pool_errors.append(exc)
+                continue
+            self._pool_complete(w, info)
+
+    def recv(self) -> PoolStepResult:
+        if self._pool_errors:
+            raise self._pool_errors.popleft()
+        return super().recv()
 
     def _step_wait(self) -> list[dict[str, Any]]:
         infos, self._infos = self._infos, []

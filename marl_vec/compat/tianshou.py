@@ -1,0 +1,376 @@
+"""TianshouVectorEnv: a Tianshou ``BaseVectorEnv`` over a marl_vec VecEnv (extra ``tianshou``).
+
+A real subclass of ``tianshou.env.BaseVectorEnv``, so Tianshou's ``Collector`` and
+``AsyncCollector`` take it as they take their own ``DummyVectorEnv``. It keeps
+Tianshou's contract:
+
+- **No autoreset.** At an episode's end ``step`` returns the episode's last
+  observation, and the env waits for ``reset(env_id)``, which the Collector calls.
+  Underneath, the VecEnv (``autoreset="same_step"``) has already started the next
+  episode, without a seed, as Tianshou's ``reset(env_id)`` without a seed would:
+  ``reset`` hands that observation out. A reset with a ``seed`` resets for real.
+  Stepping a finished env before its reset raises.
+- **Subsets.** ``step(action, id)`` steps only the envs ``id`` (the others do not
+  move), ``reset(env_id)`` resets only those. Both go through marl_vec's async
+  pool (``send``/``recv``), which every backend has (DummyVecEnv's is synchronous).
+- **Async.** With ``wait_num`` < ``env_num`` the face is async (``is_async``):
+  ``step(action, id)`` sends, then returns the first ``wait_num`` envs to finish
+  (the pool's ``batch_size``), each with ``info["env_id"]``; ``waiting_id`` and
+  ``ready_id`` are kept as Tianshou keeps them. ``step(None)`` only collects.
+- ``seed(s)``: env i reset with ``s + i`` (or ``s[i]`` for a list) and its action
+  space seeded, as Tianshou's workers do. ``reset(seed=s)`` gives every env
+  named the same seed, as Tianshou's ``reset`` does.
+- ``get_env_attr``/``set_env_attr`` reach the native envs (``action_space`` and
+  ``observation_space`` are the face's per-env spaces, seeded by ``seed``);
+  ``render`` returns one frame per env; ``close`` closes the VecEnv.
+- ``info[i]["env_id"]`` on every step; marl_vec's own keys (``episode``,
+  ``reset_info``) are taken out, so infos are the env's own.
+
+Two layouts (``agents=``):
+
+- ``"single"`` (default): a one-agent VecEnv as Tianshou's single-agent envs are:
+  ``obs`` (R, *obs_shape), ``rew`` (R,), ``terminated``/``truncated`` (R,),
+  actions (R,) or (R, *action_shape).
+- ``"axis"``: simultaneous-move multi-agent envs with an agent axis, for a policy
+  of your own: ``obs`` is a Tianshou ``Batch`` with ``obs`` (R, A, *obs_shape),
+  ``mask`` (R, A, n_actions: the available actions, discrete only) and
+  ``agent_mask`` (R, A), as a policy reads ``batch.obs.obs``; ``rew`` (R, A),
+  actions (R, A) or (R, A, *action_shape); an env ends when all its agents do:
+  ``truncated`` if any agent was cut, else ``terminated``. (Tianshou's own
+  multi-agent convention, one agent per step with ``MultiAgentPolicyManager``, is
+  for turn-based games; see docs/faces/tianshou.md.)
+
+Example:
+    >>> import gymnasium as gym
+    >>> import marl_vec as mv
+    >>> from marl_vec.compat.tianshou import TianshouVectorEnv
+    >>> envs = TianshouVectorEnv(mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 4, env_seed=None))
+    >>> envs.seed(0)
+    [[0], [1], [2], [3]]
+    >>> obs, info = envs.reset()
+    >>> obs.shape, envs.env_num, envs.is_async
+    ((4, 4), 4, False)
+    >>> obs, rew, terminated, truncated, info = envs.step([0, 1], id=[1, 3])
+    >>> obs.shape, [i["env_id"] for i in info]
+    ((2, 4), [1, 3])
+    >>> envs.close()
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from marl_vec.envs.extras import require
+from marl_vec.group import ENV_EPISODE_KEY
+from marl_vec.vec.base import VecEnv
+
+require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install_tianshou_venv.sh)")
+from tianshou.data import Batch  # noqa: E402  (after the check that names the extra)
+from tianshou.env import BaseVectorEnv  # noqa: E402
+
+__all__ = ["TianshouVectorEnv"]
+
+Agents = Literal["single", "axis"]
+_KEEPS_FINAL = ("same_step", "fast")
+
+
+def _env_info(info: dict[str, Any], env_id: int) -> dict[str, Any]:
+    """The env's own info (marl_vec's episode summary and reset info taken out), with ``env_id``."""
+    out = {k: v for k, v in info.items() if k not in ("episode", "reset_info", ENV_EPISODE_KEY)}
+    if ENV_EPISODE_KEY in info:  # the env's own "episode" (e.g. RecordEpisodeStatistics), kept aside by the group
+        out["episode"] = info[ENV_EPISODE_KEY]
+    out["env_id"] = env_id
+    return out
+
+
+def _object_array(items: list[Any]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+class TianshouVectorEnv(BaseVectorEnv):
+    """Tianshou's ``BaseVectorEnv`` over ``venv`` (which this face owns and closes).
+
+    Args:
+        venv: a marl_vec VecEnv with ``autoreset="same_step"`` (or ``"fast"``); build it
+            with ``env_seed=None`` for Tianshou's unseeded first reset, or call :meth:`seed`.
+        agents: ``"single"`` (one-agent VecEnvs, Tianshou's layout) or ``"axis"`` (an agent axis).
+        wait_num: async: return after this many envs finished a step (None: synchronous).
+        timeout: must be None: the pool returns exactly ``wait_num`` envs, the first ready
+            (bound hung envs with the VecEnv's own ``timeout``).
+    """
+
+    def __init__(self, venv: VecEnv, agents: Agents = "single", wait_num: int | None = None,
+                 timeout: float | None = None):
+        # BaseVectorEnv.__init__ builds one worker per env: the VecEnv is the workers here.
+        if not isinstance(venv, VecEnv):
+            raise TypeError(f"TianshouVectorEnv wraps a marl_vec VecEnv, got {type(venv).__name__}")
+        if venv.autoreset.value not in _KEEPS_FINAL:
+            raise ValueError(
+                f"TianshouVectorEnv needs a VecEnv with autoreset='same_step' (or 'fast'), got "
+                f"{venv.autoreset.value!r}: the face turns it into Tianshou's no-autoreset contract"
+            )
+        if agents not in ("single", "axis"):
+            raise ValueError(f"agents must be 'single' or 'axis', got {agents!r}")
+        spec = venv.spec
+        if agents == "single" and spec.n_agents != 1:
+            raise ValueError(f"agents='single' needs a one-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
+                             "use agents='axis' for an agent axis")
+        if spec.obs_is_tree:
+            raise TypeError(f"TianshouVectorEnv serves array observations; {spec.single_agent_observation_space} "
+                            "is a Dict/Tuple space")
+        if timeout is not None:
+            raise ValueError(
+                f"timeout={timeout!r}: not supported; marl_vec's pool returns exactly wait_num envs, the first "
+                "ready (a hung env is reported by the VecEnv's own timeout); pass timeout=None"
+            )
+        n = venv.num_envs
+        if wait_num is not None and not (isinstance(wait_num, int) and 1 <= wait_num <= n):
+            raise ValueError(f"wait_num should be in [1, {n}], but got {wait_num!r}")
+        self._venv = venv
+        self._agents = agents
+        self._spec = spec
+        self.workers: list[Any] = []
+        self.env_num = n
+        self.wait_num = wait_num or n
+        self.timeout = None
+        self.is_async = self.wait_num != n
+        self.waiting_id: list[int] = []
+        self.ready_id = list(range(n))
+        self.is_closed = False
+        self._action_spaces = [self._one_space(spec.single_agent_action_space) for _ in range(n)]
+        self._observation_spaces = [self._one_space(spec.single_agent_observation_space) for _ in range(n)]
+        self._next_reset: dict[int, tuple[Any, dict[str, Any]]] = {}  # env -> its next episode's (obs, info)
+        self._owned = False  # every env returned by recv() (so send() may step any)
+
+    def _one_space(self, space: gym.Space) -> gym.Space:
+        """Env i's own copy (each env's space is seeded on its own, as Tianshou's workers' are)."""
+        if self._agents == "single":
+            return copy.deepcopy(space)
+        return gym.vector.utils.batch_space(space, self._spec.n_agents)
+
+    # -- attributes ---------------------------------------------------------------
+
+    def get_env_attr(self, key: str, id: int | list[int] | np.ndarray | None = None) -> list[Any]:
+        self._assert_is_not_closed()
+        ids = self._ids(id)
+        if self.is_async:
+            self._assert_id(ids)
+        if key == "action_space":
+            return [self._action_spaces[i] for i in ids]
+        if key == "observation_space":
+            return [self._observation_spaces[i] for i in ids]
+        return self._venv.get_attr(key, indices=ids)
+
+    def set_env_attr(self, key: str, value: Any, id: int | list[int] | np.ndarray | None = None) -> None:
+        self._assert_is_not_closed()
+        ids = self._ids(id)
+        if self.is_async:
+            self._assert_id(ids)
+        # One value for every env named, as Tianshou sets it (marl_vec's set_attr reads a list as per-env values).
+        self._venv.set_attr(key, [value] * len(ids), indices=ids)
+
+    def _ids(self, id: Any) -> list[int]:
+        if id is None:
+            return list(range(self.env_num))
+        ids = [id] if np.isscalar(id) else list(np.asarray(id).reshape(-1))
+        out = []
+        for i in ids:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not 0 <= i < self.env_num:
+                raise IndexError(f"env id {i!r} is not an env of this batch; allowed: 0 to {self.env_num - 1}")
+            out.append(int(i))
+        if len(set(out)) != len(out):
+            raise ValueError(f"env ids {out} name an env twice")
+        return out
+
+    # -- reset and seed -------------------------------------------------------------
+
+    def reset(self, env_id: int | list[int] | np.ndarray | None = None, **kwargs: Any) -> tuple[Any, np.ndarray]:
+        self._assert_is_not_closed()
+        ids = self._ids(env_id)
+        if self.is_async:
+            self._assert_id(ids)
+        seed = kwargs.pop("seed", None)
+        if kwargs:
+            raise TypeError(f"reset() got {', '.join(sorted(kwargs))}; marl_vec's envs take only seed here")
+        if seed is not None and not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"reset(seed=...) takes one int for every env named, got {seed!r}")
+        fresh = [i for i in ids if seed is not None or i not in self._next_reset]
+        rows: dict[int, tuple[Any, dict[str, Any]]] = {}
+        if fresh:
+            if self.waiting_id:
+                raise RuntimeError(f"cannot reset envs {fresh} while envs {self.waiting_id} are stepping; "
+                                   "collect them first with step(None)")
+            seeds = None if seed is None else [int(seed)] * len(fresh)
+            rows = self._real_reset(fresh, seeds)
+        obs, infos = [], []
+        for i in ids:
+            o, info = rows[i] if i in rows else self._next_reset.pop(i)
+            self._next_reset.pop(i, None)
+            obs.append(o)
+            infos.append(info)
+        return self._stack(obs), _object_array(infos)
+
+    def seed(self, seed: int | list[int] | None = None) -> list[list[int] | None]:
+        """Env i reset with ``seed + i`` (or ``seed[i]``) and its action space seeded, as
+        Tianshou's workers do; returns ``[[seed_i], ...]``."""
+        self._assert_is_not_closed()
+        if seed is None:
+            seeds: list[int | None] = [None] * self.env_num
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.env_num)]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != self.env_num:
+                raise ValueError(f"seed() got {len(seeds)} seeds for {self.env_num} envs")
+        if self.waiting_id:
+            raise RuntimeError(f"cannot seed while envs {self.waiting_id} are stepping; collect them first")
+        for space, s in zip(self._action_spaces, seeds):
+            space.seed(s)
+        self._real_reset(list(range(self.env_num)), seeds)
+        return [[s] if s is not None else None for s in seeds]
+
+    def _real_reset(self, ids: list[int], seeds: list[int | None] | None) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Reset ``ids`` in the VecEnv (env ``ids[k]`` with ``seeds[k]``); their (obs, info).
+
+        marl_vec seeds env i with ``seed + i``: a run of consecutive seeds is one call."""
+        venv = self._venv
+        out: dict[int, tuple[Any, dict[str, Any]]] = {}
+        calls: list[tuple[int | None, list[int]]] = []
+        if seeds is None or all(s is None for s in seeds):
+            calls.append((None, ids))
+        elif all(s is not None and s - i == seeds[0] - ids[0] for i, s in zip(ids, seeds)):  # type: ignore[operator]
+            calls.append((seeds[0] - ids[0], ids))  # type: ignore[operator]
+        else:
+            calls.extend(((None if s is None else s - i), [i]) for i, s in zip(ids, seeds))
+        for base, envs in calls:
+            r = venv.reset(seed=base, env_ids=None if envs == list(range(self.env_num)) else envs)
+            obs = self._obs_rows(r)
+            for i in envs:
+                out[i] = (obs[i], dict(r.infos[i]))
+                self._next_reset.pop(i, None)
+        # After a reset every env is ready in the pool: take them all, so send() may step any.
+        venv.batch_size = self.env_num
+        venv.recv()
+        self._owned = True
+        return out
+
+    # -- step ---------------------------------------------------------------------
+
+    def step(self, action: Any, id: int | list[int] | np.ndarray | None = None) -> tuple:
+        self._assert_is_not_closed()
+        if not self._owned:
+            raise RuntimeError("call reset() (or seed()) before step()")
+        ids = self._ids(id)
+        venv = self._venv
+        if not self.is_async:
+            if action is None:
+                raise ValueError("action must be not-None for non-async")
+            self._send(action, ids)
+            venv.batch_size = len(ids)
+            r = venv.recv()
+            order = {e: k for k, e in enumerate(r.env_ids.tolist())}
+            rows = [order[i] for i in ids]  # Tianshou returns the envs in the order of `id`
+        else:
+            if action is not None:
+                self._assert_id(ids)
+                self._send(action, ids)
+                self.waiting_id.extend(ids)
+                self.ready_id = [x for x in self.ready_id if x not in ids]
+            if not self.waiting_id:
+                raise RuntimeError("step(None): no env is stepping")
+            venv.batch_size = min(self.wait_num, len(self.waiting_id))
+            r = venv.recv()
+            rows = list(range(len(r.env_ids)))
+            for e in r.env_ids.tolist():
+                self.waiting_id.remove(e)
+                self.ready_id.append(e)
+        return self._step_result(r, rows)
+
+    def _send(self, action: Any, ids: list[int]) -> None:
+        if hasattr(action, "detach"):  # a torch tensor
+            action = action.detach().cpu().numpy()
+        actions = np.asarray(action)
+        if len(actions) != len(ids):
+            raise ValueError(f"step() got {len(actions)} actions for {len(ids)} envs {ids}")
+        finished = [i for i in ids if i in self._next_reset]
+        if finished:
+            raise RuntimeError(f"envs {finished} finished their episode: reset(env_id) them before stepping "
+                               "(Tianshou's Collector does)")
+        if self._spec.discrete and actions.dtype.kind == "f" and np.array_equal(actions, np.round(actions)):
+            # Tianshou's AsyncCollector keeps actions in a float array: whole numbers are the actions.
+            actions = actions.astype(np.int64)
+        if self._agents == "single":
+            actions = actions.reshape(len(ids), 1, *actions.shape[1:])
+        self._venv.send(actions, ids)
+
+    def _step_result(self, r: Any, rows: list[int]) -> tuple:
+        env_ids = r.env_ids.tolist()
+        obs_now = self._obs_rows(r)
+        final = self._obs_rows(r, final=True)
+        obs, infos = [], []
+        for k in rows:
+            e = env_ids[k]
+            info = r.infos[k]
+            if r.done[k]:
+                # The episode's last observation now; its successor waits for reset(e).
+                self._next_reset[e] = (obs_now[k], dict(info.get("reset_info", {})))
+                obs.append(final[k])
+            else:
+                obs.append(obs_now[k])
+            infos.append(_env_info(info, e))
+        idx = np.asarray(rows, dtype=np.int64)
+        done = r.done[idx]
+        if self._agents == "single":
+            rew = r.reward[idx, 0]
+            terminated, truncated = r.terminated[idx, 0], r.truncated[idx, 0]
+        else:
+            rew = r.reward[idx]
+            cut = r.truncated[idx].any(axis=1)
+            terminated, truncated = done & ~cut, done & cut
+        return self._stack(obs), rew, terminated, truncated, _object_array(infos)
+
+    # -- layout ---------------------------------------------------------------------
+
+    def _obs_rows(self, r: Any, final: bool = False) -> list[Any]:
+        """One observation per row of ``r`` as this layout gives it."""
+        obs = r.final_obs if final else r.obs
+        if obs is None:
+            return [None] * len(r.done)
+        if self._agents == "single":
+            return list(obs[:, 0])
+        avail = r.final_avail_actions if final else r.avail_actions
+        return [{"obs": obs[k], "agent_mask": r.agent_mask[k],
+                 **({} if avail is None else {"mask": avail[k]})} for k in range(len(obs))]
+
+    def _stack(self, obs: list[Any]) -> Any:
+        if self._agents == "single":
+            return np.stack(obs)
+        # A Batch (the Collector indexes observations by env): keys as in the docstring.
+        return Batch({key: np.stack([o[key] for o in obs]) for key in obs[0]})
+
+    # -- the rest -------------------------------------------------------------------
+
+    def render(self, **kwargs: Any) -> list[Any]:
+        self._assert_is_not_closed()
+        if self.is_async and self.waiting_id:
+            raise RuntimeError(f"Environments {self.waiting_id} are still stepping, cannot render them now.")
+        if kwargs:
+            raise TypeError(f"render() takes no arguments here (the envs' render_mode is set when made), got {kwargs}")
+        return self._venv.render()
+
+    def close(self) -> None:
+        if self.is_closed:
+            return
+        self.is_closed = True
+        self._venv.close()
+
+    @property
+    def venv(self) -> VecEnv:
+        """The marl_vec VecEnv underneath."""
+        return self._venv
