@@ -54,6 +54,8 @@ FAMILIES: dict[str, Family] = {
                "a gfootball scenario, e.g. academy_3_vs_1_with_keeper"),
         Family("starcraft2", "marl_vec.envs.starcraft2", "make_starcraft2", "sc2",
                "a StarCraft II map, e.g. DefeatRoaches or 3m"),
+        Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
+               "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
     )
 }
 
