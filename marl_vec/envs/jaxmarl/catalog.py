@@ -40,13 +40,12 @@ MPE_IDS = {
     "simple_facmac_6a": "MPE_simple_facmac_6a_v1", "simple_facmac_9a": "MPE_simple_facmac_9a_v1",
 }
 
-# Registered ids that are served (with Discrete actions; the MPE ones marked * have
-# continuous actions by default and are served with action_type="Discrete").
+# Registered ids that are served (with Discrete actions; the MPE one marked * has
+# continuous actions by default and is served with action_type="Discrete").
 SERVED = (
     "MPE_simple_v3", "MPE_simple_tag_v3", "MPE_simple_spread_v3", "MPE_simple_crypto_v3",
     "MPE_simple_speaker_listener_v4", "MPE_simple_push_v3", "MPE_simple_adversary_v3", "MPE_simple_reference_v3",
-    "MPE_simple_world_comm_v3*", "MPE_simple_facmac_v1*", "MPE_simple_facmac_3a_v1*", "MPE_simple_facmac_6a_v1*",
-    "MPE_simple_facmac_9a_v1*", "SMAX", "HeuristicEnemySMAX", "hanabi", "overcooked", "overcooked_v2",
+    "MPE_simple_world_comm_v3*", "SMAX", "HeuristicEnemySMAX", "hanabi", "overcooked", "overcooked_v2",
     "coin_game", "switch_riddle",
 )
 
@@ -59,6 +58,8 @@ LEFT_OUT = {
     "storm_np": _NOT_PER_AGENT,
     "LearnedPolicyEnemySMAX": "it needs a trained enemy policy and its parameters, which JaxMARL does not ship",
     "jaxnav": _CONTINUOUS,
+    **{f"MPE_simple_facmac{size}_v1": _CONTINUOUS + " (FACMAC's scenarios fix action_type to Continuous)"
+       for size in ("", "_3a", "_6a", "_9a")},
     "ant_4x2": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
     "halfcheetah_6x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
     "hopper_3x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
@@ -81,7 +82,7 @@ def resolve(env_id: str) -> tuple[str, dict[str, Any]]:
         name = env_id[len("jax_mpe/"):]
         if name not in MPE_IDS:
             raise ValueError(f"unknown JaxMARL MPE scenario {name!r} in {env_id!r}; allowed: {', '.join(MPE_IDS)}")
-        return MPE_IDS[name], {}
+        env_id = MPE_IDS[name]
     if env_id in LEFT_OUT:
         raise ValueError(f"the JaxMARL env {env_id!r} is not served: {LEFT_OUT[env_id]}")
     served = [s.rstrip("*") for s in SERVED]
