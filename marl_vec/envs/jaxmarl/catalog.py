@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sys
 from typing import Any
 
 from marl_vec.envs.extras import require
@@ -93,9 +95,28 @@ def resolve(env_id: str) -> tuple[str, dict[str, Any]]:
 
 
 def import_jaxmarl() -> Any:
-    """jaxmarl, imported quietly (it prints two lines about optional submodules at import)."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    """jaxmarl, imported quietly: it prints two lines about optional submodules at import,
+    to the process's stdout itself (a ``redirect_stdout`` does not catch them), so file
+    descriptor 1 points at /dev/null meanwhile."""
+    if "jaxmarl" in sys.modules:
+        return sys.modules["jaxmarl"]
+    for stream in (sys.stdout, sys.__stdout__):
+        if stream is not None:
+            stream.flush()
+    try:
+        saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no file descriptor 1: nothing to silence
         return require("jaxmarl", "jax", "JaxMARL envs")
+    try:
+        os.dup2(devnull, 1)
+        with contextlib.redirect_stdout(io.StringIO()):
+            return require("jaxmarl", "jax", "JaxMARL envs")
+    finally:
+        if sys.__stdout__ is not None:
+            sys.__stdout__.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def make_native(make_id: str, kwargs: dict[str, Any]) -> Any:

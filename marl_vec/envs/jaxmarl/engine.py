@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -77,12 +76,14 @@ def _n_actions(space: Any, make_id: str, agent: str) -> int:
     return int(n)
 
 
-@functools.lru_cache(maxsize=None)
-def _model(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> Model:
+_MODELS: dict[tuple[str, str], Model] = {}
+
+
+def _model(env_id: str, given: dict[str, Any]) -> Model:
     import jax
 
     make_id, implied = resolve(env_id)
-    kwargs = {**implied, **dict(kwargs_items)}
+    kwargs = {**implied, **given}
     env = make_native(make_id, kwargs)
     obs, _ = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), np.uint32))
     if not isinstance(obs, dict) or any(a not in obs for a in env.agents):
@@ -110,12 +111,16 @@ def _model(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> Model:
     )
     scenario = kwargs.get("scenario")
     label = make_id + (f"({scenario})" if isinstance(scenario, str) else "")
-    return Model(key=(env_id, repr(sorted(kwargs_items))), label=label, env=env, view=view, spec=spec)
+    return Model(key=(env_id, repr(sorted(given.items()))), label=label, env=env, view=view, spec=spec)
 
 
 def model_of(env_id: str, kwargs: dict[str, Any]) -> Model:
-    """The shared :class:`Model` of an id and its kwargs (made once per process)."""
-    return _model(env_id, tuple(sorted(kwargs.items(), key=lambda item: item[0])))
+    """The shared :class:`Model` of an id and its kwargs (made once per process: a block of
+    1,024 slots builds one native env). Kwargs are told apart by their repr (they may be lists)."""
+    key = (env_id, repr(sorted(kwargs.items())))
+    if key not in _MODELS:
+        _MODELS[key] = _model(env_id, dict(kwargs))
+    return _MODELS[key]
 
 
 class JaxBlock:
