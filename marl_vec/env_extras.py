@@ -69,6 +69,8 @@ NEEDS: tuple[EnvNeeds, ...] = (
              then="bash scripts/install_football.sh"),
     EnvNeeds("starcraft2", "SMAC and pysc2 maps", "sc2", ("pysc2", "s2clientprotocol"), "3m",
              then="bash scripts/install_sc2.sh, then the game from Blizzard under SC2PATH", game=True),
+    EnvNeeds("jaxmarl", "smax/<map>, jax_mpe/<scenario>, hanabi, overcooked, ... (jaxmarl.make ids)", "jax",
+             ("jax", "jaxmarl", "flax"), "smax/3m", then="bash scripts/install_jax.sh"),
 )
 
 

@@ -26,7 +26,7 @@ How our contract maps onto the block:
   Those raise ValueError at construction with the reason.
 
 May import: numpy, jax (lazily), ``marl_vec.buffers``, ``marl_vec.spec``,
-``marl_vec.envs.base``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
+``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
 Example:
     >>> import marl_vec as mv
@@ -47,6 +47,7 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.envs.extras import require
 from marl_vec.envs.jaxmarl.catalog import make_native, resolve
 from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
 from marl_vec.envs.jaxmarl.views import View, view_class
@@ -80,7 +81,7 @@ _MODELS: dict[tuple[str, str], Model] = {}
 
 
 def _model(env_id: str, given: dict[str, Any]) -> Model:
-    import jax
+    jax = require("jax", "jax", "JaxMARL envs")
 
     make_id, implied = resolve(env_id)
     kwargs = {**implied, **given}
