@@ -8,7 +8,7 @@
 # nor gymnasium (tests/test_jaxmarl_packaging.py checks it); gymnax is installed, without
 # its pins, only so that jaxmarl's declared dependency is there. flax's declared
 # dependencies (orbax-checkpoint, tensorstore, optax, ~90 MB) are not imported either.
-# Measured on a local index: about 25 s and 420 MB (jaxlib alone is 350 MB).
+# About 25 s from a local index and ~420 MB on disk (summed package sizes; jaxlib alone is 350 MB).
 # Idempotent; one line per step, pip's own output only when it fails.
 set -euo pipefail
 PY="${PYTHON:-python}"
