@@ -32,7 +32,7 @@ from marl_vec.vec.factory import make_vec
 
 DEFAULT_CONFIG = "mpe/simple_spread"
 
-Family = Literal["gym", "atari", "pettingzoo", "football", "starcraft2", "lbf", "rware"]
+Family = Literal["gym", "atari", "pettingzoo", "football", "starcraft2", "lbf", "rware", "jaxmarl"]
 Backend = Literal["dummy", "subproc", "ray"]
 Autoreset = Literal["same_step", "next_step", "disabled", "one_episode", "fast"]
 State = Literal["auto", "env", "concat", "none"]

@@ -74,6 +74,8 @@ NEEDS: tuple[EnvNeeds, ...] = (
              then="bash scripts/install_sc2.sh, then the game from Blizzard under SC2PATH", game=True),
     EnvNeeds("lbf", "Level-Based Foraging ids (Foraging-*)", "lbf", ("lbforaging",), "Foraging-8x8-2p-2f-coop-v3"),
     EnvNeeds("rware", "Multi-Robot Warehouse ids (rware-*)", "rware", ("rware",), "rware-tiny-2ag-v2"),
+    EnvNeeds("jaxmarl", "smax/<map>, jax_mpe/<scenario>, hanabi, overcooked, ... (jaxmarl.make ids)", "jax",
+             ("jax", "jaxmarl", "flax"), "smax/3m", then="bash scripts/install_jax.sh"),
 )
 
 

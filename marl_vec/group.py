@@ -218,6 +218,7 @@ class EnvGroup:
             self._waiting.discard(j)
             self.finished.discard(j)
             self.done[j] = False
+        self._stepper.flush_resets()  # an engine may reset its waiting envs in one call
         return infos
 
     def _reset_env(self, j: int, seed: int | None, clear_step: bool = True) -> dict[str, Any]:

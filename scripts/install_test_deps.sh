@@ -12,7 +12,7 @@ say "pip, setuptools, wheel"
 python -m pip install -q -U pip setuptools wheel
 say "marl_vec with its test extra: every env family's Python packages, StarCraft II's Python packages, Ray, PyTorch (CPU), pytest"
 python -m pip install -q -e ".[test]"
-for extra_installer in scripts/install_football.sh scripts/install_sc2.sh; do
+for extra_installer in scripts/install_football.sh scripts/install_sc2.sh scripts/install_jax.sh; do
     if [ -f "$extra_installer" ]; then
         say "$extra_installer"
         bash "$extra_installer"

@@ -39,9 +39,19 @@ ENFORCED = {
     "sc2/3m": 60,
     "sc2/8m": 120,
     "sc2/defeat_roaches": 336,
+    # JaxMARL's max_steps (Hanabi has none); tests/test_jaxmarl_family.py checks env_info.
+    "smax/3m": 100,
+    "smax/8m": 100,
+    "smax/2s3z": 100,
+    "smax/smacv2_5_units": 100,
+    "jax_mpe/simple_spread": 25,
+    "jaxmarl/overcooked": 400,
+    "jaxmarl/hanabi": None,
 }
 SC2 = [name for name in ENFORCED if name.startswith("sc2/")]  # the game is not installed here: a scripted one
-NEEDS_GAME = SC2
+# Each JaxMARL config compiles its block (5-20 s): not built here.
+JAX = [name for name in ENFORCED if name.split("/")[0] in ("smax", "jax_mpe", "jaxmarl")]
+NEEDS_GAME = SC2 + JAX
 
 
 def test_every_shipped_config_has_its_enforced_limit_listed():

@@ -88,6 +88,10 @@ class GroupStepper:
         before anything is reset; the group raises it as ValueError."""
         return None
 
+    def flush_resets(self) -> None:
+        """Called at the end of the group's ``reset``: an engine whose adapters' ``reset``
+        only noted what to reset (JaxMARL) resets those envs here, in one native call."""
+
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         """Step envs ``first`` to ``stop - 1``; see the class docstring."""
         adapters, act_rows = self.adapters, self.act_rows

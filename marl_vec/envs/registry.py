@@ -58,6 +58,8 @@ FAMILIES: dict[str, Family] = {
                "a Level-Based Foraging id, e.g. Foraging-8x8-2p-2f-coop-v3"),
         Family("rware", "marl_vec.envs.tuple_agents", "make_rware", "rware",
                "a Multi-Robot Warehouse id, e.g. rware-tiny-2ag-v2"),
+        Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
+               "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
     )
 }
 

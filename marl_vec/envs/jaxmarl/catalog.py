@@ -1,0 +1,133 @@
+"""Which JaxMARL envs the family serves, how our ids name them, and why the others are left out.
+
+One idea: the catalogue. Our ids are ``jaxmarl.make`` ids as they are
+(``MPE_simple_spread_v3``, ``hanabi``, ``HeuristicEnemySMAX`` with a
+``scenario`` kwarg naming a map) and two shorthands: ``smax/<map>``
+(``HeuristicEnemySMAX`` on a SMAC-named map, e.g. ``smax/3m``) and
+``jax_mpe/<scenario>`` (``jax_mpe/simple_spread`` is ``MPE_simple_spread_v3``).
+
+Served: every registered env whose observations come as one array per agent
+and whose actions are Discrete (checked when the env is made, so an MPE
+scenario made with ``action_type="Continuous"`` is refused with the reason).
+:data:`LEFT_OUT` lists the registered ids that are not, each with its reason.
+
+May import: jaxmarl (lazily, via ``require``), ``marl_vec.envs.extras``.
+
+Example:
+    >>> resolve("smax/3m")
+    ('HeuristicEnemySMAX', {'scenario': '3m'})
+    >>> resolve("jax_mpe/simple_spread")
+    ('MPE_simple_spread_v3', {})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from typing import Any
+
+from marl_vec.envs.extras import require
+
+SMAX_MAPS = ("3m", "8m", "2s3z", "3s5z", "5m_vs_6m", "10m_vs_11m", "27m_vs_30m", "3s5z_vs_3s6z", "3s_vs_5z",
+             "6h_vs_8z", "25m", "smacv2_5_units", "smacv2_10_units", "smacv2_20_units")
+
+MPE_IDS = {
+    "simple": "MPE_simple_v3", "simple_tag": "MPE_simple_tag_v3", "simple_world_comm": "MPE_simple_world_comm_v3",
+    "simple_spread": "MPE_simple_spread_v3", "simple_crypto": "MPE_simple_crypto_v3",
+    "simple_speaker_listener": "MPE_simple_speaker_listener_v4", "simple_push": "MPE_simple_push_v3",
+    "simple_adversary": "MPE_simple_adversary_v3", "simple_reference": "MPE_simple_reference_v3",
+    "simple_facmac": "MPE_simple_facmac_v1", "simple_facmac_3a": "MPE_simple_facmac_3a_v1",
+    "simple_facmac_6a": "MPE_simple_facmac_6a_v1", "simple_facmac_9a": "MPE_simple_facmac_9a_v1",
+}
+
+# Registered ids that are served (with Discrete actions; the MPE one marked * has
+# continuous actions by default and is served with action_type="Discrete").
+SERVED = (
+    "MPE_simple_v3", "MPE_simple_tag_v3", "MPE_simple_spread_v3", "MPE_simple_crypto_v3",
+    "MPE_simple_speaker_listener_v4", "MPE_simple_push_v3", "MPE_simple_adversary_v3", "MPE_simple_reference_v3",
+    "MPE_simple_world_comm_v3*", "SMAX", "HeuristicEnemySMAX", "hanabi", "overcooked", "overcooked_v2",
+    "coin_game", "switch_riddle",
+)
+
+_CONTINUOUS = "its actions are continuous (Box); this family serves Discrete actions only"
+_NOT_PER_AGENT = ("its reset and step return one observation array for all agents (not a dict per agent), "
+                  "and its step does not run with actions as a dict keyed by agent (jaxmarl 0.2.0)")
+LEFT_OUT = {
+    "storm": _NOT_PER_AGENT,
+    "storm_2p": _NOT_PER_AGENT,
+    "storm_np": _NOT_PER_AGENT,
+    "LearnedPolicyEnemySMAX": "it needs a trained enemy policy and its parameters, which JaxMARL does not ship",
+    "jaxnav": _CONTINUOUS,
+    **{f"MPE_simple_facmac{size}_v1": _CONTINUOUS + " (FACMAC's scenarios fix action_type to Continuous)"
+       for size in ("", "_3a", "_6a", "_9a")},
+    "ant_4x2": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
+    "halfcheetah_6x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
+    "hopper_3x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
+    "humanoid_9|8": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
+    "walker2d_2x3": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
+    **{f"JaxRobotarium_{name}": "needs the jaxrobotarium package, which is not on PyPI"
+       for name in ("navigation", "discovery", "material_transport", "warehouse", "arctic_transport",
+                    "foraging", "rware", "predator_prey")},
+}
+
+
+def resolve(env_id: str) -> tuple[str, dict[str, Any]]:
+    """Our id -> (``jaxmarl.make`` id, kwargs the id implies)."""
+    if env_id.startswith("smax/"):
+        name = env_id[len("smax/"):]
+        if name not in SMAX_MAPS:
+            raise ValueError(f"unknown SMAX map {name!r} in {env_id!r}; allowed: {', '.join(SMAX_MAPS)}")
+        return "HeuristicEnemySMAX", {"scenario": name}
+    if env_id.startswith("jax_mpe/"):
+        name = env_id[len("jax_mpe/"):]
+        if name not in MPE_IDS:
+            raise ValueError(f"unknown JaxMARL MPE scenario {name!r} in {env_id!r}; allowed: {', '.join(MPE_IDS)}")
+        env_id = MPE_IDS[name]
+    if env_id in LEFT_OUT:
+        raise ValueError(f"the JaxMARL env {env_id!r} is not served: {LEFT_OUT[env_id]}")
+    served = [s.rstrip("*") for s in SERVED]
+    if env_id not in served:
+        raise ValueError(f"unknown JaxMARL env id {env_id!r}; allowed: {', '.join(served)}, smax/<map> "
+                         f"(maps: {', '.join(SMAX_MAPS)}) or jax_mpe/<scenario> ({', '.join(MPE_IDS)})")
+    return env_id, {}
+
+
+def import_jaxmarl() -> Any:
+    """jaxmarl, imported quietly: it prints two lines about optional submodules at import,
+    to the process's stdout itself (a ``redirect_stdout`` does not catch them), so file
+    descriptor 1 points at /dev/null meanwhile."""
+    if "jaxmarl" in sys.modules:
+        return sys.modules["jaxmarl"]
+    for stream in (sys.stdout, sys.__stdout__):
+        if stream is not None:
+            stream.flush()
+    try:
+        saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no file descriptor 1: nothing to silence
+        return require("jaxmarl", "jax", "JaxMARL envs")
+    try:
+        os.dup2(devnull, 1)
+        with contextlib.redirect_stdout(io.StringIO()):
+            return require("jaxmarl", "jax", "JaxMARL envs")
+    finally:
+        if sys.__stdout__ is not None:
+            sys.__stdout__.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def make_native(make_id: str, kwargs: dict[str, Any]) -> Any:
+    """``jaxmarl.make(make_id, **kwargs)``; a ``scenario`` given as a map name becomes SMAX's Scenario."""
+    jaxmarl = import_jaxmarl()
+    kwargs = dict(kwargs)
+    if isinstance(kwargs.get("scenario"), str):
+        from jaxmarl.environments.smax import map_name_to_scenario
+
+        name = kwargs["scenario"]
+        if name not in SMAX_MAPS:
+            raise ValueError(f"unknown SMAX map {name!r}; allowed: {', '.join(SMAX_MAPS)}")
+        kwargs["scenario"] = map_name_to_scenario(name)
+    return jaxmarl.make(make_id, **kwargs)

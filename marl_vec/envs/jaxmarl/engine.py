@@ -1,0 +1,347 @@
+"""JaxMARL on a JAX engine: a whole EnvGroup stepped by one jitted, vmapped call.
+
+One idea: :class:`JaxMarlAdapter` is one env slot of a block, and
+:class:`JaxMarlStepper` is the :class:`~marl_vec.envs.base.GroupStepper` that
+owns the group's :class:`JaxBlock`: the per-env keys, the batched JaxMARL state
+and the two compiled functions of :mod:`marl_vec.envs.jaxmarl.kernels`. One
+group step is one call of the compiled step, then one copy per output array
+into the batch buffers (``np.asarray`` of a CPU jax array is zero-copy; the
+buffers are never aliased to JAX's memory). Nothing runs per env in Python
+unless an episode ended.
+
+How our contract maps onto the block:
+
+- Autoreset happens inside the jit. The step writes the TRUE last observation
+  (and state, avail, mask) of an episode that ended into its row; the group
+  keeps it in ``final_*`` and calls the adapter's ``reset``, which writes the
+  reset outputs the same call made (no second call).
+- ``reset`` with a seed (or of an env that did not just end) is deferred: the
+  group's ``reset`` ends with :meth:`JaxMarlStepper.flush_resets`, which resets
+  every waiting row in one call of the compiled reset.
+- Seeds: env ``i``'s key is ``key_of_seed(env_seed + i)`` at its seeded reset;
+  an unseeded first reset (``env_seed=None``) starts from OS entropy.
+- Autoreset modes: ``same_step`` and ``disabled`` are served exactly.
+  ``next_step`` and ``one_episode`` leave finished envs out of a step, which
+  one call over the whole block does not do; ``fast`` needs per-env snapshots.
+  Those raise ValueError at construction with the reason.
+
+May import: numpy, jax (lazily), ``marl_vec.buffers``, ``marl_vec.spec``,
+``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
+
+Example:
+    >>> import marl_vec as mv
+    >>> fn = mv.envs.registry.make_env_fn("jaxmarl", "smax/3m")
+    >>> venv = mv.DummyVecEnv([fn] * 256)          # one block of 256, compiled here
+    >>> venv.reset().obs.shape
+    (256, 3, 75)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from marl_vec.buffers import RowViews
+from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.envs.extras import require
+from marl_vec.envs.jaxmarl.catalog import make_native, resolve
+from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
+from marl_vec.envs.jaxmarl.views import View, view_class
+from marl_vec.spec import DiscreteAction, EnvSpec
+
+SUPPORTED_AUTORESET = ("same_step", "disabled")
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """What every slot of one env id shares: the native env, its view, the spec."""
+
+    key: tuple[str, str]  # (our id, repr of its kwargs): equal models make one block
+    label: str
+    env: Any
+    view: View
+    spec: EnvSpec
+
+
+def _n_actions(space: Any, make_id: str, agent: str) -> int:
+    n = getattr(space, "num_categories", None)
+    if n is None:
+        n = getattr(space, "n", None)
+    if n is None or getattr(space, "shape", ()) not in ((), None):
+        raise ValueError(f"JaxMARL env {make_id!r}: agent {agent!r} has actions {type(space).__name__}"
+                         f"{getattr(space, 'shape', '')}; this family serves Discrete actions only")
+    return int(n)
+
+
+_MODELS: dict[tuple[str, str], Model] = {}
+
+
+def _model(env_id: str, given: dict[str, Any]) -> Model:
+    jax = require("jax", "jax", "JaxMARL envs")
+
+    make_id, implied = resolve(env_id)
+    kwargs = {**implied, **given}
+    env = make_native(make_id, kwargs)
+    obs, _ = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), np.uint32))
+    if not isinstance(obs, dict) or any(a not in obs for a in env.agents):
+        raise ValueError(f"JaxMARL env {make_id!r} does not return a dict of observations per agent")
+    agents = list(env.agents)
+    shapes = [tuple(obs[a].shape) for a in agents]
+    dtype = np.result_type(*[np.dtype(obs[a].dtype) for a in agents])
+    n_actions = [_n_actions(env.action_space(a), make_id, str(a)) for a in agents]
+    view = view_class(make_id)(env, shapes, dtype, n_actions)
+    size = len(agents) * int(np.prod(view.obs_shape))
+    state_shape = tuple(obs["world_state"].shape) if view.has_state else (size,)
+    limit = getattr(env, "max_steps", None)
+    spec = EnvSpec(
+        agents=tuple(str(a) for a in agents),
+        obs_shape=view.obs_shape,
+        obs_dtype=view.obs_dtype,
+        state_shape=state_shape,
+        state_dtype=np.dtype(np.float32) if view.has_state else view.obs_dtype,
+        action=DiscreteAction(max(n_actions), dtype=np.dtype(np.int32)),
+        episode_limit=None if limit is None else int(limit),
+        obs_padded=view.obs_padded,
+        actions_padded=len(set(n_actions)) > 1,
+        stats=view.stats,
+        state_is_obs=not view.has_state,
+    )
+    scenario = kwargs.get("scenario")
+    label = make_id + (f"({scenario})" if isinstance(scenario, str) else "")
+    return Model(key=(env_id, repr(sorted(given.items()))), label=label, env=env, view=view, spec=spec)
+
+
+def model_of(env_id: str, kwargs: dict[str, Any]) -> Model:
+    """The shared :class:`Model` of an id and its kwargs (made once per process: a block of
+    1,024 slots builds one native env). Kwargs are told apart by their repr (they may be lists)."""
+    key = (env_id, repr(sorted(kwargs.items())))
+    if key not in _MODELS:
+        _MODELS[key] = _model(env_id, dict(kwargs))
+    return _MODELS[key]
+
+
+class JaxBlock:
+    """The JAX side of ``k`` slots: keys, batched state, compiled functions, last outputs."""
+
+    def __init__(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews], spec: EnvSpec):
+        import jax
+
+        self.model, self.k = model, k
+        self.kernels = build_kernels(model.view, k, model.label)
+        self.state = self.kernels.state_zeros
+        # Unseeded slots (env_seed=None) start from OS entropy, each its own.
+        entropy = np.random.SeedSequence().generate_state(2 * k).reshape(k, 2)
+        self.keys = jax.device_put(entropy.astype(np.uint32))
+        self.seed_keys = np.zeros((k, 2), dtype=np.uint32)
+        self.use_seed = np.zeros(k, dtype=bool)
+        self.pending = np.zeros(k, dtype=bool)
+        self.fresh = np.zeros(k, dtype=bool)  # slots whose reset outputs of the last step wait for reset()
+        self.reset_out: tuple = ()
+        self.stats = np.zeros((k, len(model.view.stats)), dtype=np.float32)
+        self.block, self.rows = block, list(rows)
+        view = model.view
+        # The fields this batch keeps: the state only where it is the env's own.
+        self.write_state = view.has_state and not spec.state_is_obs and spec.has_state and block.state is not None
+        fixed_avail = view.fixed_avail()
+        for row in self.rows:
+            if not view.has_avail and row.avail_actions is not None:
+                row.avail_actions[...] = fixed_avail
+            if not view.has_mask:
+                row.agent_mask[...] = True
+        self._actions = block.actions
+        self._action_buffer = np.zeros(block.actions.shape, dtype=np.int32)
+
+    # -- reset ------------------------------------------------------------------
+
+    def reset_slot(self, slot: int, seed: int | None) -> None:
+        """Reset slot: from the last step's autoreset when it just ended and no seed is
+        given (written at once), else deferred to :meth:`flush`."""
+        if seed is None and self.fresh[slot]:
+            self.fresh[slot] = False
+            self._write_row(slot, self.reset_out)
+            return
+        self.pending[slot] = True
+        self.use_seed[slot] = seed is not None
+        if seed is not None:
+            self.seed_keys[slot] = key_of_seed(seed)
+
+    def flush(self) -> None:
+        """Reset every pending slot in one call and write their rows."""
+        if not self.pending.any():
+            return
+        # Copies: JAX may read a numpy argument in place, after the call returned (dispatch is
+        # asynchronous), and these arrays change below.
+        rows = self.pending.copy()
+        self.keys, self.state, out = self.kernels.reset(self.keys, self.state, self.seed_keys.copy(),
+                                                        self.use_seed.copy(), rows)
+        self.pending[...] = False
+        self.use_seed[...] = False
+        self.fresh[rows] = False
+        idx = np.flatnonzero(rows)
+        obs, world, avail, mask = (None if x is None else np.asarray(x) for x in out)
+        block = self.block
+        block.obs[idx] = obs[idx]
+        if self.write_state:
+            block.state[idx] = world[idx]
+        if avail is not None and block.avail_actions is not None:
+            block.avail_actions[idx] = avail[idx]
+        if mask is not None:
+            block.agent_mask[idx] = mask[idx]
+
+    def _write_row(self, slot: int, out: tuple) -> None:
+        obs, world, avail, mask = out
+        row = self.rows[slot]
+        row.obs[...] = np.asarray(obs)[slot]
+        if self.write_state:
+            row.state[...] = np.asarray(world)[slot]
+        if avail is not None and row.avail_actions is not None:
+            row.avail_actions[...] = np.asarray(avail)[slot]
+        if mask is not None:
+            row.agent_mask[...] = np.asarray(mask)[slot]
+
+    # -- step -------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One compiled step of every slot; its outputs copied into the block's arrays."""
+        if self.pending.any():  # a reset outside a group's reset() (an adapter used alone)
+            self.flush()
+        # Validated by the VecEnv: in range. Reusing the buffer is safe: the last call's outputs
+        # were read (np.asarray waits for them), so JAX is done with it.
+        np.copyto(self._action_buffer, self._actions, casting="unsafe")
+        self.keys, self.state, out, last = self.kernels.step(self.keys, self.state, self._action_buffer)
+        obs, world, avail, mask, reward, terminated, truncated, done, stats = out
+        block = self.block
+        # What follows the step: the reset views where an episode ended, overwritten below.
+        np.copyto(block.obs, np.asarray(obs))
+        if self.write_state:
+            np.copyto(block.state, np.asarray(world))
+        if avail is not None and block.avail_actions is not None:
+            np.copyto(block.avail_actions, np.asarray(avail))
+        if mask is not None:
+            np.copyto(block.agent_mask, np.asarray(mask))
+        np.copyto(block.reward, np.asarray(reward), casting="same_kind")
+        np.copyto(block.terminated, np.asarray(terminated))
+        np.copyto(block.truncated, np.asarray(truncated))
+        done = np.asarray(done)
+        np.copyto(self.fresh, done)
+        if np.count_nonzero(done):
+            # The rows of the ended episodes get their true last views (the group keeps them in
+            # final_*); the reset views wait for the adapters' reset().
+            self.reset_out = (obs, world, avail, mask)
+            for slot in np.flatnonzero(done).tolist():
+                self._write_row(slot, last)
+            if self.stats.shape[1]:
+                np.copyto(self.stats, np.asarray(stats))
+
+
+class JaxMarlAdapter(MultiAgentEnv):
+    """One slot of a group's :class:`JaxBlock`. Cheap to build (the block and its
+    compile come with the group's stepper), so a backend may build one to read the spec.
+
+    Example:
+        >>> env = make_jaxmarl("jax_mpe/simple_spread")
+        >>> env.spec.n_agents, env.spec.n_actions
+        (3, 5)
+    """
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.spec = model.spec
+        self.block: JaxBlock | None = None
+        self.slot = 0
+        self._alone: JaxMarlStepper | None = None  # used outside a group: a block of one
+
+    @classmethod
+    def group_stepper(cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews],
+                      block: RowViews) -> GroupStepper:
+        return JaxMarlStepper(adapters, rows, block)
+
+    def _attach(self, block: JaxBlock, slot: int) -> None:
+        self.block, self.slot = block, slot
+
+    def _alone_stepper(self) -> JaxMarlStepper:
+        """A block of one over this adapter's row (an adapter used outside a group)."""
+        if self._alone is None:
+            row = self.row
+            block = RowViews(**{f.name: None if getattr(row, f.name) is None else getattr(row, f.name)[None]
+                                for f in dataclasses.fields(RowViews)})
+            self._alone = JaxMarlStepper([self], [row], block)
+        return self._alone
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        if self.block is None:
+            self._alone_stepper()
+        assert self.block is not None
+        self.block.reset_slot(self.slot, seed)
+        if self._alone is not None:
+            self.block.flush()
+        return {}
+
+    def step(self, actions: np.ndarray) -> dict[str, Any]:
+        """Only for an adapter outside a group (its block of one); a group steps its block whole."""
+        if self._alone is None:
+            raise RuntimeError("a JaxMARL env is stepped by its group's stepper, not one at a time")
+        infos: list[dict[str, Any]] = [{}]
+        self._alone.step(0, 1, infos)
+        return infos[0]
+
+    def episode_stats(self, info: dict[str, Any]) -> dict[str, float]:
+        if not self.spec.stats or self.block is None:
+            return {}
+        values = self.block.stats[self.slot]
+        return {name: float(value) for name, value in zip(self.spec.stats, values)}
+
+    @property
+    def native(self) -> Any:
+        return self.model.env
+
+    def close(self) -> None:
+        self.block, self._alone = None, None
+
+
+class JaxMarlStepper(GroupStepper):
+    """Owns a group's :class:`JaxBlock` and steps all its envs in one compiled call."""
+
+    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
+        super().__init__(adapters, rows, block)
+        slots: list[JaxMarlAdapter] = list(adapters)  # type: ignore[arg-type]
+        models = {a.model.key for a in slots}
+        if len(models) != 1:
+            raise ValueError(f"the envs of one JaxMARL group must be the same env with the same kwargs; "
+                             f"got {len(models)} kinds: {sorted(models)}")
+        self.k = len(slots)
+        self.engine = JaxBlock(slots[0].model, self.k, block, rows, slots[0].spec)
+        for j, adapter in enumerate(slots):
+            adapter._attach(self.engine, j)
+
+    def steps_single_envs(self) -> bool:
+        return False
+
+    def autoreset_error(self, mode: str) -> str | None:
+        if mode in SUPPORTED_AUTORESET:
+            return None
+        why = ("it needs per-env snapshots, which the JAX block does not keep" if mode == "fast"
+               else "it leaves finished envs out of a step, and the JAX block steps every env of its group "
+                    "in one call")
+        return f"autoreset={mode!r} is not supported by the JaxMARL family: {why}; allowed: {', '.join(SUPPORTED_AUTORESET)}"
+
+    def flush_resets(self) -> None:
+        self.engine.flush()
+
+    def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
+        if first != 0 or stop != self.k:
+            self.failed_at = first
+            raise RuntimeError(f"a JaxMARL block steps its {self.k} envs together, not envs {first}..{stop - 1}")
+        self.engine.step()
+        infos[:] = map(dict, itertools.repeat((), self.k))  # k fresh empty dicts, at C speed
+
+
+def make_jaxmarl(env_id: str, **kwargs: Any) -> JaxMarlAdapter:
+    """One slot of a JaxMARL env (the family's factory): ``smax/3m``, ``jax_mpe/simple_spread``,
+    ``hanabi``, ``overcooked``, ... (see :mod:`marl_vec.envs.jaxmarl.catalog`); ``kwargs`` go to
+    ``jaxmarl.make``."""
+    return JaxMarlAdapter(model_of(env_id, kwargs))
