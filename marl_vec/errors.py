@@ -75,6 +75,51 @@ class WorkerError(RuntimeError):
         return (type(self), (self.command, self.worker, self.env_index, error, self.traceback_text))
 
 
+class SameEnvError(ValueError):
+    """Two env_fns of one batch returned the same env object (``[lambda: env] * n``).
+
+    One object would be stepped once per env at every step: never what was meant.
+    Raised by every backend (from a worker process too, as this type), wherever two
+    envs of one group, or wrappers around one env, are the same object.
+
+    Example:
+        >>> isinstance(SameEnvError("env_fns 0 and 1 returned the same env object"), ValueError)
+        True
+    """
+
+
+class MissingAttribute:
+    """An env's answer to ``get_attr``/``call`` of an attribute it lacks (``EnvGroup``).
+
+    It travels back from any process as an ordinary value, and ``VecEnv.get_attr``/
+    ``call`` raise its :meth:`error` in the caller: an ``AttributeError`` on every
+    backend, which SB3's ``has_attr`` (and sb3-contrib's masking probe) rely on.
+
+    Example:
+        >>> str(MissingAttribute(3, "foo", "'Env' object has no attribute 'foo'").error())
+        "env 3 has no attribute 'foo' ('Env' object has no attribute 'foo')"
+    """
+
+    __slots__ = ("env_index", "name", "reason")
+
+    def __init__(self, env_index: int, name: str, reason: str):
+        self.env_index, self.name, self.reason = env_index, name, reason
+
+    def __reduce__(self):
+        return (MissingAttribute, (self.env_index, self.name, self.reason))
+
+    def error(self) -> AttributeError:
+        return AttributeError(f"env {self.env_index} has no attribute {self.name!r} ({self.reason})")
+
+    @staticmethod
+    def raise_first(values: list) -> list:
+        """``values``, or the AttributeError of the first env that lacked the attribute."""
+        for value in values:
+            if type(value) is MissingAttribute:
+                raise value.error()
+        return values
+
+
 class WorkerDiedError(WorkerError):
     """A worker process exited without answering (killed, segfault, out of memory)."""
 

@@ -22,6 +22,7 @@ import numpy as np
 from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.episode import AutoresetMode, EpisodeTracker
+from marl_vec.errors import MissingAttribute
 
 EnvFn = Callable[[], Any]
 
@@ -97,7 +98,7 @@ class EnvGroup:
         row_offset: int = 0,
         restart_on_error: int = 0,
     ):
-        from marl_vec.envs.registry import as_adapter
+        from marl_vec.envs.registry import as_adapter, check_distinct_envs
 
         if int(restart_on_error) < 0:
             raise ValueError(f"restart_on_error must be a number of restarts >= 0, got {restart_on_error}")
@@ -112,6 +113,7 @@ class EnvGroup:
         self.adapters: list[MultiAgentEnv] = (
             list(adapters) if adapters is not None else [as_adapter(fn()) for fn in self.env_fns]
         )
+        check_distinct_envs(self.adapters, start)
         k = len(self.adapters)
         stop = start + k
         self._row_offset = row_offset
@@ -506,13 +508,21 @@ class EnvGroup:
         local = range(len(self.adapters)) if env_ids is None else env_ids
         out = []
         for j in local:
-            attr = self.adapters[j].get_native_attr(name)
+            attr = self._native_attr(j, name)
             out.append(attr(*args, **(kwargs or {})) if callable(attr) else attr)
         return out
 
     def get_attr(self, name: str, env_ids: Sequence[int] | None = None) -> list[Any]:
         local = range(len(self.adapters)) if env_ids is None else env_ids
-        return [self.adapters[j].get_native_attr(name) for j in local]
+        return [self._native_attr(j, name) for j in local]
+
+    def _native_attr(self, j: int, name: str) -> Any:
+        """Env j's attribute, or a :class:`MissingAttribute` that the caller's VecEnv raises as AttributeError
+        (an exception from a worker would arrive as the backend's error, whatever its type)."""
+        try:
+            return self.adapters[j].get_native_attr(name)
+        except AttributeError as exc:
+            return MissingAttribute(self.start + j, name, str(exc))
 
     def set_attr(self, name: str, values: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         local = range(len(self.adapters)) if env_ids is None else env_ids

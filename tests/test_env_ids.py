@@ -97,9 +97,11 @@ def test_integer_forms_name_the_same_env(env_ids):
      r"got \[1.0, 2.0\] \(dtype float64\)"),
     (["a"], TypeError, r"env indices must be an int, .* got \['a'\]"),
     (np.array([[0, 1]]), ValueError, r"env indices must be .*; got an array of shape \(1, 2\)"),
-    ([0, 4], IndexError, r"env indices \[4\] out of range \[0, 4\)"),
-    ([-1], IndexError, r"env indices \[-1\] out of range \[0, 4\)"),
-], ids=["short mask", "long mask", "2-d mask", "bool scalar", "floats", "strings", "2-d ints", "too big", "negative"])
+    # reset() takes 0..3, call/get_attr/set_attr -4..3 (see the tests below)
+    ([0, 4], IndexError, r"env indices \[4\] out of range \[(0|-4), 4\)"),
+    ([-5], IndexError, r"env indices \[-5\] out of range \[(0|-4), 4\)"),
+], ids=["short mask", "long mask", "2-d mask", "bool scalar", "floats", "strings", "2-d ints", "too big",
+        "too negative"])
 def test_bad_env_ids_are_clear_errors_and_leave_the_batch_usable(env_ids, error, message):
     with mv.DummyVecEnv([DyingAgentEnv] * E, env_seed=0) as venv:
         stepped_twice(venv)
@@ -112,6 +114,31 @@ def test_bad_env_ids_are_clear_errors_and_leave_the_batch_usable(env_ids, error,
         assert venv.get_attr("t") == [2] * E  # nothing was reset or set
         r = venv.step(np.zeros((E, 3), dtype=np.int64))
         assert step_counters(r) == [3] * E
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_call_get_attr_set_attr_take_negative_indices_as_python_does(backend, request):
+    """SB3's get_attr/set_attr/env_method take ``indices=-1`` and ``[0, -1]``: from the end, as a list does."""
+    with make_backend(backend, [DyingAgentEnv] * E, request, env_seed=0) as venv:
+        stepped_twice(venv)
+        venv.reset(env_ids=[3])
+        assert venv.get_attr("t", indices=-1) == [0]
+        assert venv.get_attr("t", indices=[0, -1]) == [2, 0]
+        assert venv.get_attr("t", indices=np.array([-4, -2])) == [2, 2]
+        venv.set_attr("episode_len", [7, 9], indices=[-3, -1])
+        assert venv.get_attr("episode_len") == [6, 7, 6, 9]
+        assert [m.tolist() for m in venv.call("_mask", "a2", indices=[-1, 0])] == [[0, 1, 1], [1, 1, 0]]
+        with pytest.raises(IndexError, match=r"env indices \[-5\] out of range \[-4, 4\)"):
+            venv.get_attr("t", indices=[0, -5])
+
+
+def test_reset_refuses_negative_env_ids():
+    """reset(env_ids) names envs by their index only: a negative id is an error there (as in send())."""
+    with mv.DummyVecEnv([DyingAgentEnv] * E, env_seed=0) as venv:
+        stepped_twice(venv)
+        with pytest.raises(IndexError, match=r"env indices \[-1\] out of range \[0, 4\)"):
+            venv.reset(env_ids=[-1])
+        assert venv.get_attr("t") == [2] * E
 
 
 def test_reset_naming_an_env_twice_is_an_error():

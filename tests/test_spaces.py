@@ -201,6 +201,10 @@ def test_discrete_start_avail_actions_index_from_the_start():
     (S.MultiDiscrete([3, 4]), [[[0.5, 1.0]]], r"MultiDiscrete actions must be integers, got dtype float64"),
     (S.MultiBinary(3), [[[0, 2, 1]]], r"action \[0, 2, 1\] for env 0, agent 'agent_0' is not binary; allowed: 0 and 1"),
     (S.MultiBinary(3), [[[0, 1]]], r"actions must have shape \(1, 1, 3\) .*array of shape \(3,\) of 0/1 \(MultiBinary\)"),
+    (S.MultiBinary(3), np.array([[[0.0, 0.5, 1.0]]], np.float32),
+     r"action \[0\.0, 0\.5, 1\.0\] for env 0, agent 'agent_0' is not binary; allowed: 0 and 1"),
+    (S.MultiBinary(2), [[[np.nan, 1.0]]], r"action \[nan, 1\.0\] for env 0, agent 'agent_0' is not binary"),
+    (S.MultiBinary(2), np.array([[["0", "1"]]]), r"MultiBinary actions must be 0/1 integers, bools or floats, got dtype <U1"),
     (S.Box(-1.0, 1.0, (2,), np.float32), [[[0.0, 1.5]]],
      r"action \[0\.0, 1\.5\] for env 0, agent 'agent_0' is outside the action space \[\[-1\.0, -1\.0\], \[1\.0, 1\.0\]\]"),
     (S.Discrete(3, start=-1), [[2]], r"action 2 for env 0, agent 'agent_0' is out of range; allowed: -1\.\.1"),
@@ -230,6 +234,20 @@ def test_multibinary_takes_bools():
     with mv.DummyVecEnv(_fns(S.Discrete(2), S.MultiBinary(2), n=1)) as venv:
         venv.reset()
         venv.step(np.array([[[True, False]]]))
+
+
+@pytest.mark.parametrize("backend", [mv.DummyVecEnv, mv.SubprocVecEnv], ids=["dummy", "subproc"])
+def test_multibinary_takes_floats_that_are_0_or_1(backend):
+    """SB3's PPO and A2C send MultiBinary actions as float32 0./1.: the env gets the same actions as from ints."""
+    rng = np.random.default_rng(0)
+    actions = rng.integers(0, 2, size=(12, 2, 1, 3))
+    results = []
+    for dtype in (np.int64, np.float32, np.float64):
+        with backend(_fns(S.Discrete(2), S.MultiBinary(3), n=2), env_seed=4) as venv:
+            venv.reset()
+            results.append([venv.step(a.astype(dtype)).reward.copy() for a in actions])
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
 
 
 def test_bad_tree_actions_name_the_leaf_and_nothing_is_written():

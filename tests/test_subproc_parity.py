@@ -175,9 +175,13 @@ def test_call_get_attr_set_attr_render_across_processes():
 def test_non_step_api_errors_arrive_with_their_message():
     with SubprocVecEnv([dying] * 2, num_workers=2) as venv:
         venv.reset()
-        with pytest.raises(WorkerError, match=r"^worker 1 failed in get_attr: AttributeError\(.*no_such_thing"):
+        # A missing attribute is an AttributeError, as in this process (tests/test_env_attributes.py).
+        with pytest.raises(AttributeError, match=r"^env 1 has no attribute 'no_such_thing' \(.*DyingAgentEnv"):
             venv.get_attr("no_such_thing", indices=[1])
-        with pytest.raises(IndexError, match=r"env indices \[7\] out of range \[0, 2\)"):
+        # An error raised inside a method that exists stays the backend's error.
+        with pytest.raises(WorkerError, match=r"^worker 1 failed in call: KeyError\("):
+            venv.call("_mask", "no such agent", indices=[1])
+        with pytest.raises(IndexError, match=r"env indices \[7\] out of range \[-2, 2\)"):
             venv.get_attr("t", indices=[7])
         # Still usable afterwards.
         assert venv.get_attr("t") == [0, 0]

@@ -20,7 +20,7 @@ import importlib
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
@@ -131,3 +131,34 @@ def as_adapter(env: Any) -> MultiAgentEnv:
         f"an env_fn returned {type(env).__name__}; allowed: a marl_vec MultiAgentEnv, "
         "a gymnasium.Env, a PettingZoo ParallelEnv or a PettingZoo AECEnv"
     )
+
+
+def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> None:
+    """Refuse envs of one group that are one object (or wrappers around one object).
+
+    ``[lambda: env] * n`` would step ``env`` n times per batch step. ``start`` is the
+    global index of ``adapters[0]``, for the message.
+
+    >>> import gymnasium as gym
+    >>> env = gym.make("CartPole-v1")
+    >>> try:
+    ...     check_distinct_envs([as_adapter(env), as_adapter(env)])
+    ... except ValueError as err:
+    ...     print(str(err)[:63])
+    env_fns 0 and 1 returned the same env object (CartPoleEnv); it
+    """
+    from marl_vec.errors import SameEnvError
+
+    owner: dict[int, int] = {}  # id of an adapter or of its innermost env -> the first env index that has it
+    for j, adapter in enumerate(adapters):
+        native = adapter.native
+        inner = getattr(native, "unwrapped", native)
+        for obj in {id(adapter): adapter, id(inner): inner}.values():
+            first = owner.setdefault(id(obj), j)
+            if first != j:
+                raise SameEnvError(
+                    f"env_fns {start + first} and {start + j} returned the same env object "
+                    f"({type(obj).__name__}); it would be stepped once per env at every step. "
+                    "This happens with [lambda: env] * n or make_vec_env(lambda: env): "
+                    "make a new env in each env_fn, e.g. [lambda: gym.make('CartPole-v1')] * n"
+                )

@@ -176,7 +176,9 @@ class LeafCheck:
                                  f"action space {space}")
 
     def _multi_binary(self, actions: np.ndarray, mask: np.ndarray, env_ids: Sequence[int] | None) -> None:
-        _check_kind(actions, "iub", "MultiBinary actions must be 0/1 integers or bools")
+        # Floats too: SB3's PPO and A2C send MultiBinary actions as float32 0./1. (the check
+        # below refuses any other value, NaN included; the buffer then holds them as integers).
+        _check_kind(actions, "iubf", "MultiBinary actions must be 0/1 integers, bools or floats")
         E, A = actions.shape[:2]
         bad = ((actions != 0) & (actions != 1)).reshape(E, A, -1).any(axis=2) & mask
         if bad.any():

@@ -32,7 +32,7 @@ import numpy as np
 
 from marl_vec.buffers import BatchBuffers, obs_leaves
 from marl_vec.episode import AutoresetMode, EpisodeStatistics
-from marl_vec.errors import AlreadyPendingCallError
+from marl_vec.errors import AlreadyPendingCallError, MissingAttribute
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.actions import ActionWriter, as_object_array
@@ -224,16 +224,17 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
     def call(self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any) -> list[Any]:
         """Call method ``name`` of each native env (or read it, if not callable)."""
         self._check_idle("call")
-        return self._call(name, args, kwargs, self._check_indices(indices))
+        return MissingAttribute.raise_first(self._call(name, args, kwargs, self._check_indices(indices, negative=True)))
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> list[Any]:
+        """Attribute ``name`` of each native env; ``AttributeError`` where an env lacks it, on every backend."""
         self._check_idle("get_attr")
-        return self._get_attr(name, self._check_indices(indices))
+        return MissingAttribute.raise_first(self._get_attr(name, self._check_indices(indices, negative=True)))
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
         """Set ``name`` on each env; a list or tuple gives one value per env."""
         self._check_idle("set_attr")
-        ids = self._check_indices(indices)
+        ids = self._check_indices(indices, negative=True)
         if isinstance(values, (list, tuple)):
             if len(values) != len(ids):
                 raise ValueError(f"set_attr got {len(values)} values for {len(ids)} envs")
@@ -287,13 +288,14 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         elif self._owes_answers():
             self._drain()
 
-    def _check_indices(self, indices: Any, unique: bool = False) -> list[int]:
+    def _check_indices(self, indices: Any, unique: bool = False, negative: bool = False) -> list[int]:
         """The env indices that ``indices`` names, as a list of ints.
 
         ``indices`` is None (every env), an int, a sequence or array of ints, or a
         boolean mask of length ``num_envs`` (as gymnasium's ``reset_mask``).
         ``unique``: an env named twice is an error (a reset that ran twice would
-        not be the one seeded).
+        not be the one seeded). ``negative``: ``-1`` is the last env, as Python
+        indexes a list (call/get_attr/set_attr, as SB3 takes them).
 
         >>> venv._check_indices(np.array([True, False, True, False]))  # doctest: +SKIP
         [0, 2]
@@ -314,9 +316,12 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         if ids.ndim > 1:
             raise ValueError(f"env indices must be {allowed}; got an array of shape {ids.shape}")
         out = [int(i) for i in ids.reshape(-1).tolist()]
-        bad = [i for i in out if not 0 <= i < self.num_envs]
+        low = -self.num_envs if negative else 0
+        bad = [i for i in out if not low <= i < self.num_envs]
         if bad:
-            raise IndexError(f"env indices {bad} out of range [0, {self.num_envs})")
+            raise IndexError(f"env indices {bad} out of range [{low}, {self.num_envs})")
+        if negative:
+            out = [i % self.num_envs for i in out]
         if unique and len(set(out)) != len(out):
             twice = sorted({i for i in out if out.count(i) > 1})
             raise ValueError(f"env_ids name envs {twice} more than once; name each env to reset once")

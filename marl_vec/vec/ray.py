@@ -52,7 +52,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
-from marl_vec.errors import SetupError
+from marl_vec.errors import SameEnvError, SetupError
 from marl_vec.spec import SpecMismatchError
 from marl_vec.state import with_state
 from marl_vec.vec.base import VecEnv, parse_reward_dtype
@@ -193,8 +193,8 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             self.actors = [self._new_actor(w, env_seed) for w in range(workers)]
             self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
             specs = self._gather([a.spec.remote() for a in self.actors], "start")
-            for other in specs:  # envs of one actor's block that differ, or could not be made (GroupHost.spec)
-                if isinstance(other, (SpecMismatchError, SetupError)):
+            for other in specs:  # envs of one actor's block that differ, are one object, or could not be made
+                if isinstance(other, (SpecMismatchError, SameEnvError, SetupError)):
                     raise other
             spec = specs[0]
             for block, other in zip(self.blocks[1:], specs[1:]):

@@ -22,7 +22,7 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import BatchBuffers
-from marl_vec.errors import SetupError
+from marl_vec.errors import SameEnvError, SetupError
 from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
 from marl_vec.vec.ray_session import ray_module
@@ -38,13 +38,13 @@ class GroupHost:
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
                  env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
-        from marl_vec.envs.registry import as_adapter
+        from marl_vec.envs.registry import as_adapter, check_distinct_envs
         from marl_vec.group import EnvGroup
 
         # Envs of this block whose specs differ, or a setup error (a missing extra, an unknown
         # id): the driver raises it itself (see spec()), as in this process, instead of a dead
         # actor's error after Ray printed its traceback.
-        self.mismatch: SpecMismatchError | SetupError | None = None
+        self.mismatch: SpecMismatchError | SetupError | SameEnvError | None = None
         adapters: list = []
         try:
             for fn in env_fns:
@@ -55,9 +55,10 @@ class GroupHost:
                 adapter.close()
             return
         try:
+            check_distinct_envs(adapters, start)
             for j, adapter in enumerate(adapters[1:], 1):
                 adapters[0].spec.check_same(adapter.spec, start + j)
-        except SpecMismatchError as err:
+        except (SpecMismatchError, SameEnvError) as err:
             self.mismatch = err
             for adapter in adapters:
                 adapter.close()

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
-from marl_vec.errors import WorkerError
+from marl_vec.errors import SameEnvError, WorkerError
 from marl_vec.group import rebuild_seed
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.native_threads import threads_beside_main
@@ -120,6 +120,9 @@ class SubprocLifecycle:
         child.close()
 
     def _check_specs(self, replies: dict[int, Any]) -> EnvSpec:
+        for _pid, specs in replies.values():
+            if isinstance(specs, SameEnvError):  # a worker's envs are one object: bad input, not a crash
+                raise specs
         spec = replies[0][1][0]
         for w, (_pid, specs) in replies.items():
             start = self._blocks[w][0]

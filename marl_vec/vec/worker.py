@@ -154,7 +154,8 @@ def worker_main(
     buffers = None
     try:
         from marl_vec.buffers import BatchBuffers
-        from marl_vec.envs.registry import as_adapter
+        from marl_vec.envs.registry import as_adapter, check_distinct_envs
+        from marl_vec.errors import SameEnvError
         from marl_vec.group import EnvGroup
 
         adapters: list = []
@@ -169,6 +170,12 @@ def worker_main(
                 except Exception as exc:
                     exc.marl_vec_env_index = start + j  # type: ignore[attr-defined]
                     raise
+            try:
+                check_distinct_envs(adapters, start)
+            except SameEnvError as err:  # raised by the parent as it is (see SubprocVecEnv._check_specs)
+                conn.send_bytes(encode_ok((os.getpid(), err)))
+                _close_all(adapters)
+                return
             conn.send_bytes(encode_ok((os.getpid(), [a.spec for a in adapters])))
         except Exception as exc:
             conn.send_bytes(encode_error(exc))
