@@ -13,12 +13,21 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
   face was made, rounded to 6 (``monitor=False``: no ``"episode"`` added; an env
   wrapped in its own Monitor keeps its own, whatever this option);
 - rewards float32 and dones bool, as SB3's DummyVecEnv;
-- Dict observations (a dict of (E, ...) arrays, for SB3's ``MultiInputPolicy``) and
-  MultiDiscrete / MultiBinary actions as SB3 gives them; Dict / Tuple actions,
-  which SB3 does not take, are refused with ``ValueError``;
-- ``seed(seed)`` seeds the next ``reset()`` (env i with ``seed + i``);
-  ``get_attr``/``set_attr``/``env_method`` reach through gymnasium wrappers;
-  ``env_is_wrapped`` looks at each env's wrapper chain.
+- Dict observations (a dict of (E, ...) arrays, for SB3's ``MultiInputPolicy``;
+  nested Dict observations too, which SB3's own vec envs refuse: a superset) and
+  MultiDiscrete / MultiBinary actions as SB3 gives them (MultiBinary as ints, bools or
+  float 0./1., as SB3's PPO and A2C send them); Dict / Tuple actions, which SB3 does
+  not take, are refused with ``ValueError``, and so are actions of the wrong shape;
+- ``seed(seed)`` seeds the next ``reset()`` (env i with ``seed + i``); reset options
+  (``set_options``) are not supported;
+- ``step()`` before any ``reset()`` steps, as SB3's vec envs do: the face resets the
+  batch first (the core needs it), with the seeds ``seed()`` set;
+- ``get_attr``/``set_attr``/``env_method`` reach through gymnasium wrappers, take
+  negative indices, and a missing attribute is an ``AttributeError`` on every backend
+  (so ``has_attr`` works); ``env_is_wrapped`` looks at each env's wrapper chain;
+  ``envs`` is the list of env objects where they live in this process (DummyVecEnv).
+
+SB3's own test suite runs on this face: ``scripts/run_sb3_suite.sh`` (docs/faces/sb3.md).
 
 Example:
     >>> import gymnasium as gym
@@ -122,12 +131,23 @@ class SB3VecEnv(SB3BaseVecEnv):
         return agent_zero(r.obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions).reshape(self._action_shape)
+        actions = np.asarray(actions)
+        if actions.size != np.prod(self._action_shape, dtype=np.int64):
+            # SB3's DummyVecEnv hands env i row i whatever its shape; marl_vec checks every action.
+            raise ValueError(
+                f"SB3VecEnv: actions must have shape {(self.num_envs, *self._action_shape[2:])} "
+                f"(one action of the action space {self.action_space} per env), got shape {actions.shape}"
+            )
+        self._actions = actions.reshape(self._action_shape)
 
     def step_wait(self) -> VecEnvStepReturn:
         if self._actions is None:
             raise RuntimeError("step_wait() called without step_async()")
         actions, self._actions = self._actions, None
+        if not self.venv._has_reset:
+            # SB3's vec envs step envs that were never reset; marl_vec's batch needs a reset
+            # first: this one (seeded as seed() asked), whose observation SB3 would not see.
+            self.reset()
         r = self.venv.step(actions)
         terminated, truncated = r.terminated[:, 0], r.truncated[:, 0]
         infos: list[dict[str, Any]] = []
@@ -146,6 +166,20 @@ class SB3VecEnv(SB3BaseVecEnv):
 
     def close(self) -> None:
         self.venv.close()
+
+    @property
+    def envs(self) -> list[Any]:
+        """The env objects, as SB3's DummyVecEnv's ``envs`` (each as its env_fn returned it).
+
+        Only where they live in this process (a marl_vec DummyVecEnv); elsewhere an
+        ``AttributeError`` (so ``hasattr(env, "envs")`` is False) saying what to use instead.
+        """
+        if isinstance(self.venv, MarlDummyVecEnv):
+            return [adapter.native for adapter in self.venv.group.adapters]
+        raise AttributeError(
+            f"envs: the envs of a {type(self.venv).__name__} live in its worker processes; "
+            "use get_attr, set_attr or env_method"
+        )
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return self.venv.get_attr(attr_name, indices=self._ids(indices))
