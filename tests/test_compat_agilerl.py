@@ -45,9 +45,9 @@ def native_vec() -> AsyncPettingZooVecEnv:
     return AsyncPettingZooVecEnv([make_native_env] * NUM_ENVS)
 
 
-def face_vec(action_mask: bool = True) -> AgileRLVecEnv:
+def face_vec(**face_kwargs) -> AgileRLVecEnv:
     venv = mv.DummyVecEnv([make_native_env] * NUM_ENVS, env_seed=SEED, reward_dtype="float64")
-    return AgileRLVecEnv(venv, action_mask=action_mask)
+    return AgileRLVecEnv(venv, **face_kwargs)
 
 
 def seed_everything() -> None:
@@ -101,9 +101,9 @@ def _files_to_tmp_path(tmp_path, monkeypatch):
 
 
 def test_ippo_fitness_through_the_face_equals_agilerls_own_vec_env():
-    # No action masks in infos for IPPO: AgileRL 2.58's IPPO raises on numpy masks (its bug).
+    # The face's defaults: no action masks in infos (AgileRL 2.58's IPPO raises on numpy masks, its bug).
     native = train_ippo(native_vec())
-    face = train_ippo(face_vec(action_mask=False))
+    face = train_ippo(face_vec())
     print("IPPO fitness", native, face)
     assert len(native) == len(face) > 0
     assert face == native
@@ -111,7 +111,7 @@ def test_ippo_fitness_through_the_face_equals_agilerls_own_vec_env():
 
 def test_maddpg_fitness_through_the_face_equals_agilerls_own_vec_env():
     native = train_maddpg(native_vec())
-    face = train_maddpg(face_vec())
+    face = train_maddpg(face_vec(action_mask=True))  # MADDPG takes the masks (all available in MPE)
     print("MADDPG fitness", native, face)
     assert len(native) == len(face) > 0
     assert face == native
@@ -130,7 +130,8 @@ def make_kaz():
 
 def test_steps_equal_agilerls_own_vec_env_with_dying_agents_and_autoresets():
     native = AsyncPettingZooVecEnv([make_kaz] * NUM_ENVS)
-    face = AgileRLVecEnv(mv.DummyVecEnv([make_kaz] * NUM_ENVS, env_seed=SEED, reward_dtype="float64"))
+    face = AgileRLVecEnv(mv.DummyVecEnv([make_kaz] * NUM_ENVS, env_seed=SEED, reward_dtype="float64"),
+                         action_mask=True)
     try:
         native_obs, _ = native.reset(seed=SEED)
         face_obs, face_infos = face.reset(seed=SEED)
@@ -175,10 +176,39 @@ def test_steps_equal_agilerls_own_vec_env_with_dying_agents_and_autoresets():
 
 
 def test_refuses_float32_rewards_and_other_autoreset_modes():
-    with pytest.raises(ValueError, match="float64 rewards.*reward_dtype='float64'"):
+    with pytest.raises(ValueError, match="float64 rewards.*reward_dtype='float64'.*AgileRLVecEnv.from_config"):
         AgileRLVecEnv(mv.DummyVecEnv([make_native_env] * NUM_ENVS))
     with pytest.raises(ValueError, match="autoreset='same_step'.*'next_step'"):
         AgileRLVecEnv(mv.DummyVecEnv([make_native_env] * NUM_ENVS, reward_dtype="float64", autoreset="next_step"))
+
+
+def test_defaults_are_what_agilerls_trainers_take():
+    """No action masks in infos, float64 rewards (from a config), as AgileRL's own vec env over mpe2."""
+    face = AgileRLVecEnv.from_config({"env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3",
+                                              "kwargs": KWARGS}}, num_envs=NUM_ENVS, env_seed=SEED)
+    native = native_vec()
+    try:
+        (face_obs, face_infos), (native_obs, _) = face.reset(seed=SEED), native.reset(seed=SEED)
+        assert not any("action_mask" in face_infos[agent] for agent in face.agents)
+        rng = np.random.default_rng(0)
+        for step in range(30):
+            actions = {agent: rng.integers(0, 5, NUM_ENVS) for agent in native.agents}
+            face_out, native_out = face.step(actions), native.step({a: v.copy() for a, v in actions.items()})
+            for agent in native.agents:
+                assert face_out[1][agent].dtype == np.float64
+                np.testing.assert_array_equal(face_out[1][agent], native_out[1][agent], err_msg=f"step {step}")
+                np.testing.assert_array_equal(face_out[0][agent], native_out[0][agent], err_msg=f"step {step}")
+    finally:
+        face.close()
+        native.close()
+
+
+def test_action_mask_with_continuous_actions_is_an_error_naming_it():
+    venv = mv.DummyVecEnv([lambda: simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=True)] * 2,
+                          reward_dtype="float64")
+    with pytest.raises(ValueError, match=r"action_mask=True needs discrete actions; this env's actions are Box"):
+        AgileRLVecEnv(venv, action_mask=True)
+    venv.close()
 
 
 def test_refuses_bad_actions_naming_agent_and_env():

@@ -130,16 +130,59 @@ def test_task_contract():
     try:
         assert env.batch_size == (3,)
         assert task.max_steps(env) == 25
-        assert task.group_map(env) == {"agents": ["agent_0", "agent_1", "agent_2"]}
-        assert task.observation_spec(env)["agents", "observation"].shape == (3, 18)
+        # The native PettingZoo task's group (TorchRL's PettingZooWrapper groups agent_0..2 as "agent").
+        assert task.group_map(env) == {"agent": ["agent_0", "agent_1", "agent_2"]}
+        assert task.observation_spec(env)["agent", "observation"].shape == (3, 18)
         assert task.state_spec(env)["state"].shape == (54,)
-        assert task.action_spec(env)["agents", "action"].shape == (3, 5)  # continuous
+        assert task.action_spec(env)["agent", "action"].shape == (3, 5)  # continuous
         assert task.action_mask_spec(env) is None and task.info_spec(env) is None
     finally:
         env.close()
     assert pickle.loads(pickle.dumps(task)) == task  # BenchMARL pickles the task beside its checkpoints
     football_like = MarlVecTask.from_config("gym/cartpole", name="cartpole")
     assert football_like.supports_discrete_actions() and not football_like.supports_continuous_actions()
+
+
+def test_default_groups_are_the_native_tasks():
+    """PettingZoo: grouped by name prefix as TorchRL's PettingZooWrapper (so native checkpoints load);
+    other families: one group "agents"; "agents" and "prefix" may be asked for."""
+    native = Mpe2SimpleSpread("SIMPLE_SPREAD", SPREAD_PZ).get_env_fun(1, False, 0, "cpu")()
+    tasks = {"default": MarlVecTask.from_config("mpe/simple_spread"),
+             "agents": MarlVecTask.from_config("mpe/simple_spread", group_map="agents"),
+             "cartpole": MarlVecTask.from_config("gym/cartpole", name="cartpole")}
+    groups = {}
+    for key, task in tasks.items():
+        env = task.get_env_fun(num_envs=2, continuous_actions=False, seed=0, device="cpu")()
+        groups[key] = task.group_map(env)
+        env.close()
+    assert groups["default"] == native.group_map == {"agent": ["agent_0", "agent_1", "agent_2"]}
+    assert groups["agents"] == {"agents": ["agent_0", "agent_1", "agent_2"]}
+    assert list(groups["cartpole"]) == ["agents"]
+    native.close()
+
+
+def test_seeding_with_several_envs_per_worker():
+    """Env i is seeded seed + i. Env 0 starts as BenchMARL's native env with ``seed``; natively every
+    env of a worker's SerialEnv is made with ``seed`` (copies of one episode stream), here env 1 has seed + 1."""
+    from torchrl.envs import SerialEnv
+
+    seed = 7
+    native_task = Mpe2SimpleSpread("SIMPLE_SPREAD", SPREAD_PZ)
+    first_obs = {}
+    for s in (seed, seed + 1):
+        env = native_task.get_env_fun(1, False, s, "cpu")()
+        first_obs[s] = env.reset()["agent", "observation"]
+        env.close()
+    native_batch = SerialEnv(2, native_task.get_env_fun(2, False, seed, "cpu"))
+    native_obs = native_batch.reset()["agent", "observation"]
+    native_batch.close()
+    ours = MarlVecTask.from_config("mpe/simple_spread").get_env_fun(num_envs=2, continuous_actions=False, seed=seed,
+                                                                    device="cpu")()
+    obs = ours.reset()["agent", "observation"]
+    ours.close()
+    assert torch.equal(obs[0], first_obs[seed]) and torch.equal(obs[1], first_obs[seed + 1])
+    assert torch.equal(native_obs[0], first_obs[seed]) and torch.equal(native_obs[1], first_obs[seed])  # the native rule
+    assert not torch.equal(first_obs[seed], first_obs[seed + 1])
 
 
 def test_task_refuses_bad_input():

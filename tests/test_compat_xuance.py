@@ -76,7 +76,8 @@ def marl_vec_envs(config: Namespace, backend: str = "dummy") -> XuanCeVecEnv:
     venv = mv.make({
         "env": {"family": "pettingzoo", "id": "mpe2.simple_spread_v3",
                 "kwargs": {"N": 3, "max_cycles": 25, "continuous_actions": bool(config.continuous_action)}},
-        "vec": {"num_envs": config.parallels, "backend": backend, "env_seed": config.env_seed},
+        "vec": {"num_envs": config.parallels, "backend": backend, "env_seed": config.env_seed,
+                "reward_dtype": "float64"},
     })
     return XuanCeVecEnv(venv)
 
@@ -191,7 +192,7 @@ def test_mappo_trains_on_football_through_the_face(tmp_path):
     from pathlib import Path
 
     config_file = Path(__file__).resolve().parent.parent / "configs" / "football" / "academy_3_vs_1_with_keeper.yaml"
-    venv = mv.make(str(config_file), num_envs=2, backend="dummy")
+    venv = mv.make(str(config_file), num_envs=2, backend="dummy", reward_dtype="float64")
     envs = XuanCeVecEnv(venv)
     assert envs.max_episode_steps == 401 and envs.num_adversaries == 0
     config = xuance_config("mappo", tmp_path, buffer_size=50, n_epochs=1, n_minibatch=1,

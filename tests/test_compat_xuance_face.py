@@ -25,7 +25,7 @@ MPE = {"family": "pettingzoo", "id": "mpe2.simple_spread_v3", "kwargs": {"N": 3,
 
 def mpe(continuous: bool = False, num_envs: int = 2, **vec) -> mv.VecEnv:
     env = {**MPE, "kwargs": {**MPE["kwargs"], "continuous_actions": continuous}}
-    return mv.make({"env": env, "vec": {"num_envs": num_envs, "env_seed": 5, **vec}})
+    return mv.make({"env": env, "vec": {"num_envs": num_envs, "env_seed": 5, "reward_dtype": "float64", **vec}})
 
 
 def first_available(avail: dict[str, np.ndarray]) -> dict[str, int]:
@@ -36,8 +36,8 @@ def first_available(avail: dict[str, np.ndarray]) -> dict[str, int]:
 @pytest.mark.parametrize("ending", ["truncation", "termination"])
 def test_steps_carry_the_vecenv_results_in_xuance_layout(backend, ending):
     fns = [functools.partial(DyingAgentEnv, die_at=3, episode_len=5 + i, ending=ending) for i in range(2)]
-    face = XuanCeVecEnv(mv.make_vec(fns, backend=backend, env_seed=7), max_episode_steps=6)
-    ref = mv.DummyVecEnv(fns, env_seed=7)
+    face = XuanCeVecEnv(mv.make_vec(fns, backend=backend, env_seed=7, reward_dtype="float64"), max_episode_steps=6)
+    ref = mv.DummyVecEnv(fns, env_seed=7, reward_dtype="float64")
     ref.reset()  # the face resets once when made, as XuanCe's envs do
     obs, infos = face.reset()
     r = ref.reset()
@@ -142,6 +142,29 @@ def test_continuous_actions_are_clipped_to_the_action_space():
     ref.close()
 
 
+def test_rewards_are_the_native_float64_values_by_default():
+    """XuanCe's own mpe env hands the env's Python-float rewards on; so does the face from a config."""
+    from mpe2 import simple_spread_v3
+
+    face = XuanCeVecEnv.from_config({"env": MPE, "vec": {"env_seed": 5}}, num_envs=2)
+    native = [simple_spread_v3.parallel_env(**MPE["kwargs"]) for _ in range(2)]
+    for e, env in enumerate(native):  # the face reset twice (once when made): so do these, seeded alike
+        env.reset(seed=5 + e)
+        env.reset()
+    face.reset()
+    rng = np.random.default_rng(3)
+    for t in range(30):
+        actions = [{agent: int(rng.integers(0, 5)) for agent in face.agents} for _ in range(2)]
+        _, rewards, *_ = face.step(actions)
+        for e, env in enumerate(native):
+            _, expected, *_ = env.step(dict(actions[e]))
+            assert rewards[e] == expected, (t, e)  # Python floats, equal to the last bit
+        if t == 24:  # max_cycles: both episodes end together
+            for env in native:
+                env.reset()
+    face.close()
+
+
 def test_misuse_names_what_is_wrong():
     with pytest.raises(TypeError, match="needs a marl_vec VecEnv, got list"):
         XuanCeVecEnv([])  # type: ignore[arg-type]
@@ -149,9 +172,14 @@ def test_misuse_names_what_is_wrong():
     with pytest.raises(ValueError, match="needs autoreset='same_step' \\(or 'fast'\\), got 'next_step'"):
         XuanCeVecEnv(venv)
     venv.close()
-    venv = mv.DummyVecEnv([DyingAgentEnv], env_seed=0)
+    venv = mv.DummyVecEnv([DyingAgentEnv], env_seed=0, reward_dtype="float64")
     with pytest.raises(ValueError, match="declares no episode_limit; pass max_episode_steps="):
         XuanCeVecEnv(venv)
+    venv.close()
+    venv = mv.DummyVecEnv([DyingAgentEnv], env_seed=0)
+    with pytest.raises(ValueError, match=r"needs float64 rewards .* the VecEnv has float32; build it with "
+                                         r"reward_dtype='float64' .* or use XuanCeVecEnv.from_config"):
+        XuanCeVecEnv(venv, max_episode_steps=5)
     venv.close()
     face = XuanCeVecEnv(mpe())
     with pytest.raises(ValueError, match="one dict of actions per env \\(2\\), got 1"):
@@ -170,7 +198,7 @@ def test_football_win_counts_for_xuance_football_runner():
     from marl_vec.envs.registry import make_env_fn
 
     fn = make_env_fn("football", "academy_empty_goal_close", {"left_agents": 1})
-    face = XuanCeVecEnv(mv.DummyVecEnv([fn], env_seed=0))
+    face = XuanCeVecEnv(mv.DummyVecEnv([fn], env_seed=0, reward_dtype="float64"))
     assert face.num_adversaries == 0
     for _ in range(100):  # running right from the edge of the box scores
         _, _, terminated, truncated, infos = face.step([{face.agents[0]: 5}])
@@ -187,7 +215,7 @@ def test_starcraft2_battle_counts_for_xuance_sc2_runner():
 
     games = Games()
     face = XuanCeVecEnv(mv.DummyVecEnv([lambda: StarCraft2Env("3m", map_info=MAP_3V2, game_factory=games)],
-                                       env_seed=0))
+                                       env_seed=0, reward_dtype="float64"))
     assert face.num_enemies == 2
     set_scene(games.game, t4=None, t5=None, t2=None)  # one marine dies, both zerglings die: won
     _, _, terminated, truncated, infos = face.step([dict(zip(face.agents, (6, 1, 1)))])

@@ -21,12 +21,15 @@ over the same PettingZoo envs, seeds and actions:
 - Infos gymnasium-vector style: ``{agent: {key: (E, ...), "_key": (E,)}}`` with
   the env's own per-agent info keys and, for discrete actions when
   ``action_mask=True``, ``"action_mask"`` (E, n_actions) int8 from marl_vec's
-  ``avail_actions``. AgileRL 2.58's IPPO raises on numpy action masks in infos
-  (an AgileRL bug): pass ``action_mask=False`` for IPPO.
+  ``avail_actions``. The default is False, what every AgileRL trainer accepts:
+  AgileRL 2.58's IPPO (``train_multi_agent_on_policy``) fails on numpy action masks
+  in infos ("truth value of an array is ambiguous"; an AgileRL bug), while MADDPG
+  and MATD3 use them. ``action_mask=True`` with continuous actions is an error.
 
-The VecEnv must keep float64 rewards (``reward_dtype="float64"``), as PettingZoo
-envs give Python floats: with float32 rewards the fitness would differ from
-AgileRL's own vec env by rounding. It must autoreset ``same_step`` (or ``fast``).
+Rewards are float64, as PettingZoo envs give them (Python floats): with float32
+the fitness would differ from AgileRL's own vec env by rounding. So the VecEnv
+must have ``reward_dtype="float64"``; :meth:`AgileRLVecEnv.from_config` builds one
+so by default. It must autoreset ``same_step`` (or ``fast``).
 
 Not supported: per-agent observation spaces of different shapes (marl_vec pads
 every agent's observation to the largest, and the face reports that padded
@@ -35,7 +38,7 @@ space for every agent), Dict/Tuple observations, and ``reset`` options.
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import AgileRLVecEnv
-    >>> env = AgileRLVecEnv(mv.make("mpe/simple_spread", num_envs=2, reward_dtype="float64"))
+    >>> env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2)  # float64 rewards
     >>> obs, info = env.reset(seed=0)
     >>> obs["agent_0"].shape
     (2, 18)
@@ -68,15 +71,22 @@ class AgileRLVecEnv(PettingZooVecEnv):
     Args:
         venv: the batch; the face owns it and closes it.
         action_mask: put ``"action_mask"`` in each agent's infos (discrete actions
-            only). Leave it False for AgileRL's IPPO, which raises on numpy masks.
+            only). Default False: AgileRL's IPPO raises on numpy masks; MADDPG and
+            MATD3 take them.
     """
 
-    def __init__(self, venv: VecEnv, action_mask: bool = True):
+    def __init__(self, venv: VecEnv, action_mask: bool = False):
         spec = venv.spec
         if spec.reward_dtype != np.dtype(np.float64):
             raise ValueError(
                 f"AgileRLVecEnv needs float64 rewards, the VecEnv has {spec.reward_dtype}; build it with "
-                "reward_dtype='float64' (e.g. mv.make(config, reward_dtype='float64'))"
+                "reward_dtype='float64' (e.g. mv.make(config, reward_dtype='float64')), or use "
+                "AgileRLVecEnv.from_config(config, ...), which does"
+            )
+        if action_mask and not spec.discrete:
+            raise ValueError(
+                "AgileRLVecEnv: action_mask=True needs discrete actions; this env's actions are "
+                f"{spec.single_agent_action_space} (leave action_mask=False)"
             )
         if venv.autoreset not in (AutoresetMode.SAME_STEP, AutoresetMode.FAST):
             raise ValueError(
@@ -98,7 +108,7 @@ class AgileRLVecEnv(PettingZooVecEnv):
             metadata={"render_modes": []},
         )
         self.venv = venv
-        self.action_mask = bool(action_mask) and spec.discrete
+        self.action_mask = bool(action_mask)
         E, A = venv.num_envs, spec.n_agents
         self._discrete = spec.discrete
         self._action_shape = spec.action_shape
@@ -107,6 +117,17 @@ class AgileRLVecEnv(PettingZooVecEnv):
         self._nan_obs = np.issubdtype(spec.obs_dtype, np.floating)
         self._alive = np.ones((E, A), dtype=bool)  # agent_mask of the last result: who acts next step
         self._pending: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def from_config(cls, source: Any, action_mask: bool = False, **overrides: Any) -> "AgileRLVecEnv":
+        """The face over ``marl_vec.make(source, **overrides)`` with float64 rewards (PettingZoo's own).
+
+        >>> env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2, backend="dummy")  # doctest: +SKIP
+        """
+        from marl_vec.config import make
+
+        overrides.setdefault("reward_dtype", "float64")
+        return cls(make(source, **overrides), action_mask=action_mask)
 
     # -- AgileRL API ------------------------------------------------------------
 

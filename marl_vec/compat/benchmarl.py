@@ -4,15 +4,23 @@ BenchMARL builds its envs from a :class:`benchmarl.environments.TaskClass`; this
 builds a :class:`marl_vec.compat.torchrl.TorchRLEnv` over ``marl_vec.make(config)``:
 
 - ``num_envs`` from BenchMARL (its ``n_envs_per_worker`` / ``evaluation_episodes``)
-  becomes ``vec.num_envs``; ``seed`` becomes ``vec.env_seed`` (env i seeded ``seed + i``);
+  becomes ``vec.num_envs``; ``seed`` becomes ``vec.env_seed``: env i is seeded ``seed + i``.
+  Env 0 is seeded as BenchMARL's native PettingZoo task seeds its env. With 2 or more
+  envs per worker the native batching (a ``SerialEnv`` of envs each made with ``seed``)
+  gives every env the same seed, so they play copies of one episode stream; here each env
+  has its own (tests/test_compat_benchmarl.py checks both rules).
   ``vec.autoreset`` is ``same_step`` (or ``fast``, task config key ``autoreset``); the
   backend is the config's.
 - Continuous or discrete actions: where the config's ``env.kwargs`` has a
   ``continuous_actions`` key (MPE), both are supported and BenchMARL's choice is
   written there; otherwise the env's own action type is the only one.
 - ``max_steps`` is the env's ``episode_limit`` (or ``max_steps`` in the task config);
-  ``group_map`` as in TorchRLEnv (task config key ``group_map``: None, ``"prefix"``
-  or a dict); specs split as BenchMARL's PettingZoo task splits them, without the env axis (as its VMAS task).
+  groups (task config key ``group_map``): by default the native task's, so that native
+  checkpoints load: for the ``pettingzoo`` family ``"prefix"`` (TorchRL's
+  ``PettingZooWrapper`` groups ``agent_0..2`` as ``"agent"``), for the other families one
+  group ``"agents"`` (as BenchMARL's VMAS and SMACv2 tasks); or ``"prefix"``,
+  ``"agents"`` (one group) or a dict ``{group: [agent ids]}``; specs split as BenchMARL's
+  PettingZoo task splits them, without the env axis (as its VMAS task).
 
 Task config keys: ``config`` (a YAML path, a shipped config name such as
 ``"mpe/simple_spread"``, or a config dict; required), ``group_map``, ``max_steps``,
@@ -25,7 +33,7 @@ Example:
     >>> from benchmarl.experiment import Experiment, ExperimentConfig
     >>> from benchmarl.models import MlpConfig
     >>> from marl_vec.compat.benchmarl import MarlVecTask
-    >>> task = MarlVecTask.from_config("mpe/simple_spread")
+    >>> task = MarlVecTask.from_config("mpe/simple_spread")  # groups as native: {"agent": [agent_0..2]}
     >>> experiment = Experiment(task=task, algorithm_config=MappoConfig.get_from_yaml(),
     ...     model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
     ...     seed=0, config=ExperimentConfig.get_from_yaml())  # doctest: +SKIP
@@ -115,8 +123,15 @@ class MarlVecTask(TaskClass):
     def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None,
                     device: Any) -> Callable[[], EnvBase]:
         cfg = self._env_config(num_envs, seed, continuous_actions)
-        group_map = copy.deepcopy(self.config.get("group_map"))
+        group_map = self._group_map()
         return lambda: TorchRLEnv(make_from_config(cfg), group_map=group_map, seed=seed, device=device)
+
+    def _group_map(self) -> Any:
+        """TorchRLEnv's group_map for the task config's: None (the native task's), "agents", "prefix" or a dict."""
+        group_map = copy.deepcopy(self.config.get("group_map"))
+        if group_map is None:  # the native task's groups, so that its checkpoints load
+            return "prefix" if self._cfg.env.family == "pettingzoo" else None
+        return None if group_map == "agents" else group_map
 
     def _action_is_discrete(self) -> bool:
         if self._discrete is None:

@@ -28,6 +28,10 @@ stores the same arrays in its replay buffers; an env that changes actions in
 place, as mpe2 does, would otherwise corrupt them), and continuous actions are
 clipped to the action space, as XuanCe's own envs do.
 
+Rewards are Python floats of float64 values, as XuanCe's own PettingZoo envs give
+them: the VecEnv must have ``reward_dtype="float64"`` (float32 would round every
+reward and episode score); :meth:`XuanCeVecEnv.from_config` builds one so by default.
+
 The face imports neither XuanCe nor torch; it needs only gymnasium's spaces.
 XuanCe 1.4.4 pins numpy<2 and gymnasium<1.3, so it lives in its own virtual
 environment (``bash scripts/install_xuance_venv.sh``).
@@ -35,7 +39,7 @@ environment (``bash scripts/install_xuance_venv.sh``).
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import XuanCeVecEnv
-    >>> envs = XuanCeVecEnv(mv.make("mpe/simple_spread", num_envs=2))
+    >>> envs = XuanCeVecEnv.from_config("mpe/simple_spread", num_envs=2)  # float64 rewards
     >>> envs.num_envs, envs.agents, envs.max_episode_steps
     (2, ['agent_0', 'agent_1', 'agent_2'], 25)
     >>> obs, infos = envs.reset()
@@ -65,7 +69,7 @@ class XuanCeVecEnv:
     Args:
         venv: any marl_vec VecEnv with ``autoreset="same_step"`` (XuanCe's own
             autoreset: the final observation is returned, the reset one in the
-            infos) or ``"fast"``, and plain-array observations.
+            infos) or ``"fast"``, plain-array observations and float64 rewards.
         max_episode_steps: XuanCe's episode length (the buffer length of its
             recurrent and episode-based learners). Default: the env's
             ``episode_limit``; required when the env declares none.
@@ -102,6 +106,12 @@ class XuanCeVecEnv:
             raise ValueError(
                 "the env declares no episode_limit; pass max_episode_steps= (XuanCe sizes its "
                 "episode buffers by it)"
+            )
+        if spec.reward_dtype != np.dtype(np.float64):
+            raise ValueError(
+                f"XuanCeVecEnv needs float64 rewards (XuanCe's own envs give them unrounded), the VecEnv has "
+                f"{spec.reward_dtype}; build it with reward_dtype='float64' (e.g. mv.make(config, "
+                "reward_dtype='float64')), or use XuanCeVecEnv.from_config(config, ...), which does"
             )
         self.venv = venv
         self.spec = spec
@@ -151,6 +161,15 @@ class XuanCeVecEnv:
         self._pending = False
         self.closed = False
         self.reset()
+
+    @classmethod
+    def from_config(cls, source: Any, max_episode_steps: int | None = None, num_enemies: int | None = None,
+                    num_adversaries: int = 0, **overrides: Any) -> "XuanCeVecEnv":
+        """The face over ``marl_vec.make(source, **overrides)`` with float64 rewards (XuanCe's own)."""
+        from marl_vec.config import make
+
+        overrides.setdefault("reward_dtype", "float64")
+        return cls(make(source, **overrides), max_episode_steps, num_enemies, num_adversaries)
 
     # -- XuanCe's interface -------------------------------------------------------
 

@@ -186,8 +186,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", choices=["dummy", "subproc", "ray"], default=None, help="default: the config's")
     parser.add_argument("--autoreset", choices=["same_step", "fast"], default="same_step",
                         help="fast: restore a snapshot of the first reset (Football: ~30x cheaper than a reset)")
-    parser.add_argument("--group-map", choices=["prefix"], default=None,
-                        help="default: one group 'agents'; prefix: name_<int> agents grouped by name")
+    parser.add_argument("--group-map", choices=["prefix", "agents"], default=None,
+                        help="default: the native task's (PettingZoo: prefix, else agents); prefix: name_<int> "
+                             "agents grouped by name; agents: one group")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", type=Path, default=None, help="folder for BenchMARL's files (default: a temporary one)")
     parser.add_argument("--log", type=Path, default=None, help="CSV file: one row per collected batch")

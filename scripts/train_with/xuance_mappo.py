@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             raise SystemExit(f"--env-kwarg needs KEY=VALUE, got {item!r}")
         config["env"].setdefault("kwargs", {})[key] = yaml.safe_load(value)
-    venv = mv.make(config, num_envs=args.num_envs, backend=args.backend, env_seed=args.seed)
-    envs = XuanCeVecEnv(venv)
+    envs = XuanCeVecEnv.from_config(config, num_envs=args.num_envs, backend=args.backend, env_seed=args.seed)
+    venv = envs.venv
     returns: list[float] = []
     with tempfile.TemporaryDirectory() as log_dir:
         agent = xuance_agent(args, envs, log_dir)
