@@ -44,7 +44,7 @@ def test_call_get_attr_set_attr_reach_the_native_envs():
     assert venv.call("observation_space", "a0")[0].shape == (3,)
     frames = venv.render()
     assert len(frames) == 2 and frames[0].shape == (4, 6, 3)
-    with pytest.raises(IndexError, match=r"env indices \[5\] out of range \[0, 2\)"):
+    with pytest.raises(IndexError, match=r"env indices \[5\] out of range \[-2, 2\)"):
         venv.get_attr("t", indices=[5])
     with pytest.raises(ValueError, match="set_attr got 3 values for 2 envs"):
         venv.set_attr("t", [1, 2, 3])

@@ -12,7 +12,7 @@ Loaded into a pytest run over the ``tests/`` folder of SB3's sdist (see
    backend. ``MARL_VEC_SB3_BACKEND`` chooses it:
 
    - ``dummy``: SB3's DummyVecEnv -> our DummyVecEnv, SB3's SubprocVecEnv -> our SubprocVecEnv;
-   - ``subproc``: both -> our SubprocVecEnv (every env in a worker process);
+   - ``subproc``: both -> our SubprocVecEnv (SB3's DummyVecEnv: all its envs in one worker process);
    - ``native``: nothing substituted (SB3 as shipped: the selection must all pass).
 
 2. Selection. SB3's vec-env tests (``tests/test_vec_*.py``) and every other test
@@ -61,12 +61,13 @@ def _face_classes(backend: str) -> dict[str, type]:
     import marl_vec as mv
     from marl_vec.compat import SB3VecEnv
 
-    def subproc(env_fns: list[Callable[[], Any]], start_method: str | None = None) -> Any:
-        # one env per worker, as SB3's SubprocVecEnv
-        return mv.SubprocVecEnv(env_fns, env_seed=None, num_workers=len(env_fns), start_method=start_method)
+    def subproc(env_fns: list[Callable[[], Any]], start_method: str | None = None, workers: int = 0) -> Any:
+        # SB3's SubprocVecEnv: one env per worker
+        return mv.SubprocVecEnv(env_fns, env_seed=None, num_workers=workers or len(env_fns), start_method=start_method)
 
     def dummy(env_fns: list[Callable[[], Any]]) -> Any:
-        return subproc(env_fns) if backend == "subproc" else mv.DummyVecEnv(env_fns, env_seed=None)
+        # SB3's DummyVecEnv: every env in one process (with "subproc", one worker process)
+        return subproc(env_fns, workers=1) if backend == "subproc" else mv.DummyVecEnv(env_fns, env_seed=None)
 
     # monitor=False: SB3's vec envs add no "episode" info (make_vec_env's Monitor does, and it is kept)
     class DummyVecEnv(SB3VecEnv):
