@@ -13,6 +13,8 @@
 # place of SB3's DummyVecEnv and marl_vec's SubprocVecEnv in place of SB3's SubprocVecEnv, over
 # the whole selection; "subproc" puts marl_vec's SubprocVecEnv in place of both, over SB3's
 # vec-env test files (tests/test_vec_*.py; the training tests would only repeat them slower).
+# SB3_SUITE_SCOPE=vec runs only SB3's vec-env test files on every backend (what .ci/run does, to
+# bound CI's time); the default, all, runs the whole selection on dummy.
 # Extra arguments go to pytest (e.g. -k vec_envs). Exit status: non-zero if any backend's run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ for backend in ${SB3_SUITE_BACKENDS:-dummy subproc}; do
     backend_status=0
     # From the sdist's folder: its pyproject.toml holds SB3's pytest settings (markers, warnings).
     (cd "$dir/stable_baselines3-$version" \
-        && if [ "$backend" = subproc ]; then set -- tests/test_vec_*.py "$@"; else set -- tests "$@"; fi \
+        && if [ "$backend" = subproc ] || [ "${SB3_SUITE_SCOPE:-all}" = vec ]; then set -- tests/test_vec_*.py "$@"; else set -- tests "$@"; fi \
         && MARL_VEC_SB3_BACKEND="$backend" PYTHONPATH="$repo:$repo/scripts/sb3_suite${PYTHONPATH:+:$PYTHONPATH}" \
            python -m pytest -p sb3_face_plugin -p no:cacheprovider -p no:warnings -q -rfEX --timeout=900 "$@") \
         || backend_status=$?
