@@ -1,0 +1,19 @@
+"""Hypothesis profiles: ``ci`` (the default: bounded, for every run of the suite) and
+``long`` (10,000 examples per test: ``pytest --hypothesis-profile=long tests/fuzz``).
+
+A test that sets its own ``max_examples`` keeps it under either profile.
+"""
+
+from hypothesis import HealthCheck, Phase, settings
+
+# No explain phase: on a stateful test it reruns the failing case hundreds of times (minutes).
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
+
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, phases=PHASES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long", max_examples=10_000, deadline=None, phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("ci")
