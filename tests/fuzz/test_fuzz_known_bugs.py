@@ -1,0 +1,116 @@
+"""The sequences the fuzzer avoids while issue 23's bugs are open (tests/fuzz/known_bugs.py).
+
+Each test is a strict xfail: it fails today because of its bug and will pass once
+branch bugs23 is merged; an xfail that passes fails the run, as a reminder to remove
+its mark and to set its flag in known_bugs.py to False (the fuzzer then generates
+the sequence too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+
+import marl_vec as mv
+from marl_vec.errors import PoolNotReadyError, WorkerError
+from tests.fuzz.envs import AGENTS, box_env
+
+A = len(AGENTS)
+
+
+def _pool(num_envs: int, batch_size: int, **kwargs) -> mv.SubprocVecEnv:
+    return mv.SubprocVecEnv([box_env] * num_envs, num_workers=2, batch_size=batch_size, env_seed=0, timeout=60,
+                            **kwargs)
+
+
+def _zeros(n: int) -> np.ndarray:
+    return np.zeros((n, A), np.int64)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 2 (fixed on bugs23): reset() re-raises the error of a "
+                                       "pool step sent and never received (known_bugs.STALE_POOL_ERROR)")
+def test_reset_drops_the_error_of_a_pool_step_never_received():
+    with _pool(2, 2) as venv:
+        venv.reset()
+        venv.set_attr("fail_in", 1, indices=[0])
+        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the env armed
+        r = venv.recv()
+        venv.send(_zeros(2), r.env_ids)  # env 0 raises in its worker; nobody receives it
+        venv.reset()  # README: drops the results in flight and brings the failed env back
+        r = venv.recv()
+        assert r.env_ids.tolist() == [0, 1]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 3 (fixed on bugs23): after a partial first reset the pool "
+                                       "steps a never-reset env and reports a fake restart "
+                                       "(known_bugs.POOL_NEVER_RESET)")
+def test_pool_refuses_an_env_never_reset_as_step_does():
+    with _pool(2, 2) as venv:
+        venv.reset(env_ids=[0])
+        with pytest.raises(ResetNeeded):  # the rule of step() (DummyVecEnv raises the env's own error)
+            _step_partial_dummy()
+        with pytest.raises((PoolNotReadyError, WorkerError, ResetNeeded), match="reset"):
+            r = venv.recv()
+            venv.send(_zeros(len(r.env_ids)), r.env_ids)
+            venv.recv()
+
+
+def _step_partial_dummy() -> None:
+    with mv.DummyVecEnv([box_env] * 2, env_seed=0) as venv:
+        venv.reset(env_ids=[0])
+        venv.step(_zeros(2))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 3 (fixed on bugs23): a partial reset that leaves out an env "
+                                       "that raised in the pool puts it back (known_bugs.POOL_NEVER_RESET)")
+def test_partial_reset_keeps_a_failed_env_out_of_the_pool():
+    with _pool(2, 1) as venv:
+        venv.reset()
+        venv.set_attr("fail_in", 1, indices=[1])
+        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the env armed
+        with pytest.raises(WorkerError, match="env 1"):
+            for _ in range(4):  # env 0, env 1 (sent: raises in its worker), then the recv that meets it
+                r = venv.recv()
+                venv.send(_zeros(1), r.env_ids)
+        venv.reset(env_ids=[0])  # README: the failed env 1 stays out of the pool until it is reset
+        for _ in range(3):
+            r = venv.recv()
+            assert r.env_ids.tolist() == [0]
+            venv.send(_zeros(1), r.env_ids)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 4 (fixed on bugs23): with copy=True final_* rows are stale "
+                                       "where done is False (known_bugs.STALE_FINAL_ROWS)")
+@pytest.mark.parametrize("backend", ["dummy", "pool"])
+def test_final_rows_are_zeros_where_not_done(backend):
+    venv = mv.DummyVecEnv([box_env] * 3, env_seed=0) if backend == "dummy" else _pool(3, 3)
+    with venv:
+        venv.reset()
+        for t in range(20):
+            if backend == "dummy":
+                r = venv.step(_zeros(3))
+            else:
+                r = venv.recv()
+                venv.send(_zeros(3), r.env_ids)
+            assert not np.any(r.final_obs[~r.done]), f"step {t}: final_obs where done is False"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) reads a boolean mask "
+                                       "as ids 0/1 (known_bugs.SEND_IDS_INT)")
+def test_send_takes_a_boolean_mask():
+    with _pool(3, 3) as venv:
+        venv.reset()
+        venv.recv()
+        venv.send(_zeros(2), np.array([False, True, True]))  # envs 1 and 2, as reset(env_ids=mask) reads it
+        venv.send(_zeros(1), [0])
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) truncates floats "
+                                       "(known_bugs.SEND_IDS_INT)")
+def test_send_refuses_float_ids():
+    with _pool(2, 2) as venv:
+        venv.reset()
+        venv.recv()
+        with pytest.raises(TypeError):
+            venv.send(_zeros(2), [0.0, 1.7])
