@@ -1,4 +1,5 @@
-"""The sequences the fuzzer avoids while issue 23's bugs are open (tests/fuzz/known_bugs.py).
+"""The sequences the fuzzer avoids while issue 23's bugs are open (tests/fuzz/known_bugs.py;
+the Ray one is in tests/fuzz/test_fuzz_ray.py, beside its cluster).
 
 Each test is a strict xfail: it fails today because of its bug and will pass once
 branch bugs23 is merged; an xfail that passes fails the run, as a reminder to remove
@@ -114,3 +115,31 @@ def test_send_refuses_float_ids():
         venv.recv()
         with pytest.raises(TypeError):
             venv.send(_zeros(2), [0.0, 1.7])
+
+
+def _short_first_episode() -> int:
+    """An env_seed whose env 0 ends its first episode at its first step."""
+    from tests.fuzz.envs import FuzzEnv
+
+    for seed in range(1000):
+        env = FuzzEnv()
+        env.reset(seed=seed)
+        if env.length == 1:
+            return seed
+    raise AssertionError("no such seed")
+
+
+@pytest.mark.xfail(strict=True, reason="found by the fuzzer (known_bugs.SYNC_ERROR_SKIPS_BOOKKEEPING): after an env "
+                                       "raises in step(), an env stepped before it in its EnvGroup that finished its "
+                                       "episode is not reset, and the next step() reports a phantom episode")
+def test_an_error_in_step_leaves_the_other_envs_consistent():
+    seed = _short_first_episode()
+    with mv.DummyVecEnv([box_env] * 2, env_seed=seed) as venv:
+        venv.reset()
+        venv.set_attr("fail_in", 1, indices=[1])
+        with pytest.raises(RuntimeError, match="armed failure"):
+            venv.step(_zeros(2))  # env 0 ends its episode (length 1), then env 1 raises
+        assert venv.get_attr("agents", indices=[0]) == [list(AGENTS)], "env 0 finished and was not reset"
+        r = venv.step(_zeros(2))
+        assert not (r.done[0] and r.infos[0]["episode"]["return"] == 0.0), f"phantom episode {r.infos[0]}"
+
