@@ -82,6 +82,16 @@ def whole_blocks(venv: mv.VecEnv) -> list[bool]:
     return list(getattr(venv, "_pool_whole", [False]))
 
 
+def arm(venv: mv.VecEnv, env: int) -> None:
+    """Reset ``venv`` with env ``env`` armed to raise at its next step (tests/fuzz/envs.py).
+
+    set_attr empties the async pool; the unseeded reset after it refills the pool and
+    keeps the env armed (only a seeded reset disarms it)."""
+    venv.reset()
+    venv.set_attr("fail_in", 1, indices=[env])
+    venv.reset()
+
+
 def footprint(venv: mv.VecEnv) -> tuple[list[int], list[str]]:
     """The processes (other than this one) and /dev/shm segments that ``venv`` uses."""
     pids = sorted({int(p) for p in venv.call("pid")} - {os.getpid()})
@@ -117,6 +127,20 @@ def close_and_check(venv: mv.VecEnv) -> None:
     venv.close()
     venv.close()
     assert_left_nothing(pids, segments)
+
+
+def closing(*caches: "VenvCache") -> Any:
+    """A module-scoped autouse fixture that closes the ``caches``' batches after the module,
+    checking that each leaves nothing behind: ``_batches = closing(CACHE)``."""
+    import pytest
+
+    @pytest.fixture(scope="module", autouse=True)
+    def batches() -> Any:
+        yield
+        for cache in caches:
+            cache.close_all()
+
+    return batches
 
 
 class VenvCache:

@@ -23,7 +23,7 @@ from dataclasses import fields
 from typing import Any, Callable
 
 import numpy as np
-from hypothesis import event, strategies as st
+from hypothesis import event, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -462,6 +462,14 @@ class FuzzMachine(RuleBasedStateMachine):
                     np.testing.assert_array_equal(got[key], want[key], err_msg=f"kept result {f.name}[{key}]")
             else:
                 np.testing.assert_array_equal(got, want, err_msg=f"kept result {f.name} changed")
+
+
+def fuzz_test(backend: str, cache: VenvCache, max_examples: int | None = None) -> type:
+    """The unittest TestCase that runs the machine over ``backend`` (examples: the profile's,
+    or ``max_examples``), keeping its batches in ``cache``."""
+    case = machine_for(backend, cache).TestCase
+    case.settings = settings(stateful_step_count=30, **({} if max_examples is None else {"max_examples": max_examples}))
+    return case
 
 
 def machine_for(backend: str, cache: VenvCache) -> type[FuzzMachine]:

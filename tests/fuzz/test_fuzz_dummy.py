@@ -1,21 +1,8 @@
 """The stateful fuzzer (tests/fuzz/machine.py) on DummyVecEnv."""
 
-from __future__ import annotations
-
-import pytest
-from hypothesis import settings
-
-from tests.fuzz.harness import VenvCache
-from tests.fuzz.machine import machine_for
+from tests.fuzz.harness import VenvCache, closing
+from tests.fuzz.machine import fuzz_test
 
 CACHE = VenvCache("dummy")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _batches():
-    yield
-    CACHE.close_all()
-
-
-TestFuzzDummy = machine_for("dummy", CACHE).TestCase
-TestFuzzDummy.settings = settings(stateful_step_count=30)
+_batches = closing(CACHE)
+TestFuzzDummy = fuzz_test("dummy", CACHE)

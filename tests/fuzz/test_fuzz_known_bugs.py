@@ -16,6 +16,7 @@ from gymnasium.error import ResetNeeded
 import marl_vec as mv
 from marl_vec.errors import PoolNotReadyError, WorkerError
 from tests.fuzz.envs import AGENTS, box_env
+from tests.fuzz.harness import arm
 
 A = len(AGENTS)
 
@@ -33,9 +34,7 @@ def _zeros(n: int) -> np.ndarray:
                                        "pool step sent and never received (known_bugs.STALE_POOL_ERROR)")
 def test_reset_drops_the_error_of_a_pool_step_never_received():
     with _pool(2, 2) as venv:
-        venv.reset()
-        venv.set_attr("fail_in", 1, indices=[0])
-        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the env armed
+        arm(venv, 0)
         r = venv.recv()
         venv.send(_zeros(2), r.env_ids)  # env 0 raises in its worker; nobody receives it
         venv.reset()  # README: drops the results in flight and brings the failed env back
@@ -67,11 +66,9 @@ def _step_partial_dummy() -> None:
                                        "that raised in the pool puts it back (known_bugs.POOL_NEVER_RESET)")
 def test_partial_reset_keeps_a_failed_env_out_of_the_pool():
     with _pool(2, 1) as venv:
-        venv.reset()
-        venv.set_attr("fail_in", 1, indices=[1])
-        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the env armed
+        arm(venv, 1)
         with pytest.raises(WorkerError, match="env 1"):
-            for _ in range(4):  # env 0, env 1 (sent: raises in its worker), then the recv that meets it
+            for _ in range(8):  # env 0, env 1 (sent: raises in its worker), env 0 until the recv that meets it
                 r = venv.recv()
                 venv.send(_zeros(1), r.env_ids)
         venv.reset(env_ids=[0])  # README: the failed env 1 stays out of the pool until it is reset
@@ -117,13 +114,14 @@ def test_send_refuses_float_ids():
             venv.send(_zeros(2), [0.0, 1.7])
 
 
-def _short_first_episode() -> int:
-    """An env_seed whose env 0 ends its first episode at its first step."""
+def _short_second_episode() -> int:
+    """An env_seed whose env 0 ends its second episode (after :func:`arm`) at its first step."""
     from tests.fuzz.envs import FuzzEnv
 
     for seed in range(1000):
         env = FuzzEnv()
         env.reset(seed=seed)
+        env.reset()
         if env.length == 1:
             return seed
     raise AssertionError("no such seed")
@@ -133,10 +131,9 @@ def _short_first_episode() -> int:
                                        "raises in step(), an env stepped before it in its EnvGroup that finished its "
                                        "episode is not reset, and the next step() reports a phantom episode")
 def test_an_error_in_step_leaves_the_other_envs_consistent():
-    seed = _short_first_episode()
+    seed = _short_second_episode()
     with mv.DummyVecEnv([box_env] * 2, env_seed=seed) as venv:
-        venv.reset()
-        venv.set_attr("fail_in", 1, indices=[1])
+        arm(venv, 1)
         with pytest.raises(RuntimeError, match="armed failure"):
             venv.step(_zeros(2))  # env 0 ends its episode (length 1), then env 1 raises
         assert venv.get_attr("agents", indices=[0]) == [list(AGENTS)], "env 0 finished and was not reset"

@@ -12,8 +12,8 @@ import marl_vec as mv
 
 from tests.backends import start_ray_cluster
 from tests.fuzz.envs import AGENTS, box_env
-from tests.fuzz.harness import VenvCache
-from tests.fuzz.machine import machine_for
+from tests.fuzz.harness import VenvCache, arm
+from tests.fuzz.machine import fuzz_test
 
 pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
 
@@ -34,10 +34,8 @@ def _cluster(tmp_path_factory):
 
 # A Ray call costs ~1-2 ms and a new batch seconds: a quarter of the profile's examples per transport.
 EXAMPLES = max(1, settings.default.max_examples // 4)
-TestFuzzRayLinked = machine_for("ray-auto", CACHES["ray-auto"]).TestCase
-TestFuzzRayLinked.settings = settings(stateful_step_count=30, max_examples=EXAMPLES)
-TestFuzzRayCalls = machine_for("ray-ray", CACHES["ray-ray"]).TestCase
-TestFuzzRayCalls.settings = settings(stateful_step_count=30, max_examples=EXAMPLES)
+TestFuzzRayLinked = fuzz_test("ray-auto", CACHES["ray-auto"], EXAMPLES)
+TestFuzzRayCalls = fuzz_test("ray-ray", CACHES["ray-ray"], EXAMPLES)
 
 
 def _zeros(n: int) -> np.ndarray:
@@ -50,9 +48,7 @@ def _zeros(n: int) -> np.ndarray:
 def test_ray_whole_block_pool_error_takes_out_only_the_failed_env():
     with mv.RayVecEnv([box_env] * 4, num_workers=2, transport="ray", batch_size=2, env_seed=0, timeout=60,
                       num_cpus_per_worker=0) as venv:
-        venv.reset()
-        venv.set_attr("fail_in", 1, indices=[1])
-        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the env armed
+        arm(venv, 1)
         r = venv.recv()  # envs 0 and 1: actor 0's block
         venv.send(_zeros(2), r.env_ids)  # env 0 steps, env 1 raises
         seen: list[int] = []

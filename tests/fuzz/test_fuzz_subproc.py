@@ -1,22 +1,9 @@
 """The stateful fuzzer (tests/fuzz/machine.py) on SubprocVecEnv: two workers, several
 envs each, synchronous steps and the async pool."""
 
-from __future__ import annotations
-
-import pytest
-from hypothesis import settings
-
-from tests.fuzz.harness import VenvCache
-from tests.fuzz.machine import machine_for
+from tests.fuzz.harness import VenvCache, closing
+from tests.fuzz.machine import fuzz_test
 
 CACHE = VenvCache("subproc")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _batches():
-    yield
-    CACHE.close_all()
-
-
-TestFuzzSubproc = machine_for("subproc", CACHE).TestCase
-TestFuzzSubproc.settings = settings(stateful_step_count=30)
+_batches = closing(CACHE)
+TestFuzzSubproc = fuzz_test("subproc", CACHE)
