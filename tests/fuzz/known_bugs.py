@@ -13,6 +13,9 @@ STALE_POOL_ERROR = True
 # Bug 3: after a partial first reset the pool hands out and steps a never-reset env
 # (a fake restart), where step() raises ResetNeeded; and a partial reset that leaves
 # out an env that raised in the pool puts it back into the pool.
+# With the flag False the machine sends never-reset envs and expects the recv() that
+# meets them to raise the env's ResetNeeded as a WorkerError (the pool's rule for an env
+# error): if bugs23 refuses them in send() instead, change PoolFuzzMachine.send to match.
 POOL_NEVER_RESET = True
 
 # Bug 4: with copy=True, final_* rows are stale (not zeros) where done is False, once

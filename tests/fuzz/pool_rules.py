@@ -86,7 +86,7 @@ class PoolFuzzMachine(FuzzMachine):
             for i in envs:
                 try:
                     self.oracles[i].step(self.sent[i])
-                except RuntimeError:
+                except Exception:  # noqa: BLE001 - armed (RuntimeError) or never reset (ResetNeeded)
                     pool.failing.add(i)  # raised before changing anything: recv() will name it
                     event("send: an env that raises")
                 else:
