@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, Phase, settings
 PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
 
 settings.register_profile(
-    "ci", max_examples=200, deadline=None, phases=PHASES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    "ci", max_examples=200, deadline=None, phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
     "long", max_examples=10_000, deadline=None, phases=PHASES,

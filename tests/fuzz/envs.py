@@ -5,8 +5,9 @@ and per step and agent whether a live agent dies or a dead one respawns; an
 episode ends when its length is reached (the live agents are truncated) or when no
 agent is left. Observations are a Box or a Dict (``dict_obs``) made of the step,
 the agent and the sum of the actions it took, so actions, seeds and respawns all
-show in them (and nothing else: a seeded reset sets the whole state but ``resets``). Steps draw nothing from the RNG: an env's future depends only on its
-seed, the number of resets since and the actions.
+show in them. Steps draw nothing from the RNG: an env's future depends only on its
+seed, the number of resets since and the actions, and a seeded reset sets its whole
+state (but its count of ``resets``).
 
 ``fail_in`` (set with ``set_attr``) arms a failure: the env raises ``RuntimeError``
 at its ``fail_in``-th step from now, before changing anything (so the same env can

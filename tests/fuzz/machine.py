@@ -31,7 +31,8 @@ from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.vec.base import ClosedEnvError
 from tests.fuzz import known_bugs
 from tests.fuzz.envs import AGENTS, N_ACTIONS
-from tests.fuzz.harness import CONFIGS, POOL_BACKENDS, VenvCache, assert_left_nothing, blocks_of, footprint, whole_blocks
+from tests.fuzz.harness import (CONFIGS, POOL_BACKENDS, VenvCache, assert_left_nothing, blocks_of, footprint,
+                                whole_blocks)
 from tests.fuzz.model import PoolModel, check_row, env_error_types, error_env
 from tests.fuzz.oracle import EnvOracle
 
@@ -203,7 +204,8 @@ class FuzzMachine(RuleBasedStateMachine):
 
     def _expect_env_error(self, exc: BaseException, failing: set[int], what: str) -> None:
         assert isinstance(exc, env_error_types(self.backend)), f"{what} raised {exc!r}"
-        event(f"{what.split('(')[0]}: env error ({'never reset' if error_env(self.backend, exc) in self.never else 'armed'})")
+        why = "never reset" if error_env(self.backend, exc) in self.never else "armed"
+        event(f"{what.split('(')[0]}: env error ({why})")
         env = error_env(self.backend, exc)
         assert env in failing, f"{what} named env {env}; the envs that raise: {sorted(failing)}\n{exc}"
         if env in self.never:  # README: a never-reset env fails as gymnasium's envs do
