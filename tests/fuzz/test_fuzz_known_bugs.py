@@ -94,24 +94,19 @@ def test_final_rows_are_zeros_where_not_done(backend):
             assert not np.any(r.final_obs[~r.done]), f"step {t}: final_obs where done is False"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) reads a boolean mask "
-                                       "as ids 0/1 (known_bugs.SEND_IDS_INT)")
-def test_send_takes_a_boolean_mask():
+@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) reads ids with int(): "
+                                       "a boolean mask as ids 0/1, floats truncated (known_bugs.SEND_IDS_INT)")
+@pytest.mark.parametrize("env_ids", [np.array([False, True, True]), [1.0, 2.7]], ids=["mask", "floats"])
+def test_send_reads_env_ids_as_reset_does(env_ids):
     with _pool(3, 3) as venv:
         venv.reset()
         venv.recv()
-        venv.send(_zeros(2), np.array([False, True, True]))  # envs 1 and 2, as reset(env_ids=mask) reads it
-        venv.send(_zeros(1), [0])
-
-
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) truncates floats "
-                                       "(known_bugs.SEND_IDS_INT)")
-def test_send_refuses_float_ids():
-    with _pool(2, 2) as venv:
-        venv.reset()
-        venv.recv()
-        with pytest.raises(TypeError):
-            venv.send(_zeros(2), [0.0, 1.7])
+        if isinstance(env_ids, np.ndarray):  # envs 1 and 2, as reset(env_ids=mask) reads it
+            venv.send(_zeros(2), env_ids)
+            venv.send(_zeros(1), [0])
+        else:
+            with pytest.raises(TypeError):
+                venv.send(_zeros(2), env_ids)
 
 
 def _short_second_episode() -> int:
