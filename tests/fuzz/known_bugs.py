@@ -41,3 +41,11 @@ RAY_WHOLE_BLOCK_POOL_ERROR = True
 # fuzzer asks for a seeded reset after any failed synchronous step, so it does not
 # meet this; tests/fuzz/test_fuzz_known_bugs.py shows it.
 SYNC_ERROR_SKIPS_BOOKKEEPING = True
+
+# Found by this fuzzer's long run (not fixed here: pool.py's _pool_wait is being changed
+# for bug 2 on bugs23). When one recv() reads the errors of two envs (two workers'
+# answers read in one wait), it raises the first and drops the second: that env leaves
+# the pool silently and its exception never reaches the caller, where README says an
+# env's error is raised by the recv() that meets it. The machine avoids having two
+# raising envs in flight at once while this is open.
+SECOND_POOL_ERROR_DROPPED = True

@@ -78,6 +78,9 @@ class PoolFuzzMachine(FuzzMachine):
         actions = self._actions(data, len(ids))
         if known_bugs.RAY_WHOLE_BLOCK_POOL_ERROR and self._block_would_fail(ids):
             return  # an env raising in a whole-block pool step takes its block out of the pool
+        if known_bugs.SECOND_POOL_ERROR_DROPPED and len(pool.failing) + sum(
+                self.oracles[i].env.fail_in == 1 for i in ids) > 1:
+            return  # a recv() that reads two envs' errors raises only the first
         self.venv.send(actions, ids_in(form, ids, self.n))
         event("send")
         for i, a in zip(ids, actions):
