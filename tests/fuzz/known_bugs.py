@@ -8,23 +8,22 @@ xfail mark of its test (both fail loudly until then: an xfail that passes is an 
 
 # Bug 2: reset() (and step(), call(), get_attr(), ...) re-raises the error of an env
 # that raised in a pool step that was sent but never received, instead of dropping it.
-STALE_POOL_ERROR = True
+STALE_POOL_ERROR = False  # fixed on bugs23, merged
 
 # Bug 3: after a partial first reset the pool hands out and steps a never-reset env
 # (a fake restart), where step() raises ResetNeeded; and a partial reset that leaves
 # out an env that raised in the pool puts it back into the pool.
-# With the flag False the machine sends never-reset envs and expects the recv() that
-# meets them to raise the env's ResetNeeded as a WorkerError (the pool's rule for an env
-# error): if bugs23 refuses them in send() instead, change PoolFuzzMachine.send to match.
-POOL_NEVER_RESET = True
+# Fixed: a never-reset env (and a failed one a partial reset left out) stays out of the
+# pool: recv() never returns it, so it is never sent.
+POOL_NEVER_RESET = False  # fixed on bugs23, merged
 
 # Bug 4: with copy=True, final_* rows are stale (not zeros) where done is False, once
 # an env finished; recv() too.
-STALE_FINAL_ROWS = True
+STALE_FINAL_ROWS = False  # fixed on bugs23, merged
 
 # Bug 6: send(env_ids=...) reads ids with int(): a boolean mask is read as ids 0/1 and
 # floats are truncated, where reset()/call() take masks and refuse floats.
-SEND_IDS_INT = True
+SEND_IDS_INT = False  # fixed on bugs23, merged
 
 # Found by this fuzzer (not in issue 23's list; reported, not fixed here: group.py and
 # ray.py are being changed on other branches). A Ray actor answering Ray calls

@@ -198,7 +198,7 @@ class FuzzMachine(RuleBasedStateMachine):
         for o in self.oracles:
             o.delivered()  # a reset's infos are {} for every env
         if self.pool is not None:
-            self.pool.restart(range(self.n), None if env_ids is None else targets)
+            self.pool.restart(range(self.n), None if env_ids is None else targets, self.never)
         self._check_rows(result, list(range(self.n)), f"reset(seed={seed}, env_ids={env_ids!r})")
         self._check_stats()
 
@@ -215,8 +215,8 @@ class FuzzMachine(RuleBasedStateMachine):
         for i, o in enumerate(self.oracles):
             o.step(actions[i])
             self.episodes += o.row.done
-        if self.pool is not None:
-            self.pool.restart(range(self.n), list(range(self.n)))
+        if self.pool is not None:  # every env ready again, but one that raised: it waits for reset()
+            self.pool.restart(range(self.n), [], self.never)
         self._check_rows(result, list(range(self.n)), what)
         self._check_stats()
 

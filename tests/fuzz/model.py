@@ -57,14 +57,15 @@ class PoolModel:
     def in_flight(self) -> set[int]:
         return {i for f in self.flying for i in f}
 
-    def restart(self, envs: Sequence[int], reset_ids: Sequence[int] | None) -> None:
+    def restart(self, envs: Sequence[int], reset_ids: Sequence[int] | None, never: set[int] = frozenset()) -> None:
         """After reset(env_ids=reset_ids) (None: all) or a synchronous step (reset_ids = all):
-        every env is ready in env order, but one that raised and was not reset."""
+        every env is ready in env order, but one that raised and was not reset since, and
+        one ``never`` reset (README: they stay out of the pool until reset)."""
         if reset_ids is None or known_bugs.POOL_NEVER_RESET:
             self.failed.clear()
         else:
             self.failed -= set(reset_ids)
-        self.ready = [i for i in envs if i not in self.failed]
+        self.ready = [i for i in envs if i not in self.failed and i not in never]
         self.owed.clear()
         for f in self.flying:
             f.clear()

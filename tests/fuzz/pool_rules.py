@@ -110,8 +110,8 @@ class PoolFuzzMachine(FuzzMachine):
             ids = [data.draw(st.sampled_from(others), label="env")]
         elif bad == "twice" and owed:
             ids = [owed[0], owed[0]]
-        elif bad == "out of range":
-            ids = [self.n]
+        elif bad == "out of range":  # the shared index check: IndexError
+            ids, error = [self.n], IndexError
         elif bad == "action" and owed:
             ids, error = owed, ValueError
         elif bad == "float" and owed and not known_bugs.SEND_IDS_INT:

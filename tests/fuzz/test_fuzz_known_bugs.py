@@ -1,10 +1,9 @@
-"""The sequences the fuzzer avoids while issue 23's bugs are open (tests/fuzz/known_bugs.py;
-the Ray one is in tests/fuzz/test_fuzz_ray.py, beside its cluster).
+"""The sequences of tests/fuzz/known_bugs.py, one test each (the Ray one is in
+tests/fuzz/test_fuzz_ray.py, beside its cluster). Issue 23's bugs 2, 3, 4 and 6 are fixed
+(their tests pass); the bugs this fuzzer found are strict xfail tests.
 
-Each test is a strict xfail: it fails today because of its bug and will pass once
-branch bugs23 is merged; an xfail that passes fails the run, as a reminder to remove
-its mark and to set its flag in known_bugs.py to False (the fuzzer then generates
-the sequence too).
+A strict xfail that passes fails the run: when its fix lands, remove its mark and set
+its flag in known_bugs.py to False (the fuzzer then generates the sequence too).
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ def _zeros(n: int) -> np.ndarray:
     return np.zeros((n, A), np.int64)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 2 (fixed on bugs23): reset() re-raises the error of a "
-                                       "pool step sent and never received (known_bugs.STALE_POOL_ERROR)")
 def test_reset_drops_the_error_of_a_pool_step_never_received():
     with _pool(2, 2) as venv:
         arm(venv, 0)
@@ -42,9 +39,6 @@ def test_reset_drops_the_error_of_a_pool_step_never_received():
         assert r.env_ids.tolist() == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 3 (fixed on bugs23): after a partial first reset the pool "
-                                       "steps a never-reset env and reports a fake restart "
-                                       "(known_bugs.POOL_NEVER_RESET)")
 def test_pool_refuses_an_env_never_reset_as_step_does():
     with _pool(2, 2) as venv:
         venv.reset(env_ids=[0])
@@ -62,8 +56,6 @@ def _step_partial_dummy() -> None:
         venv.step(_zeros(2))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 3 (fixed on bugs23): a partial reset that leaves out an env "
-                                       "that raised in the pool puts it back (known_bugs.POOL_NEVER_RESET)")
 def test_partial_reset_keeps_a_failed_env_out_of_the_pool():
     with _pool(2, 1) as venv:
         arm(venv, 1)
@@ -78,8 +70,6 @@ def test_partial_reset_keeps_a_failed_env_out_of_the_pool():
             venv.send(_zeros(1), r.env_ids)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 4 (fixed on bugs23): with copy=True final_* rows are stale "
-                                       "where done is False (known_bugs.STALE_FINAL_ROWS)")
 @pytest.mark.parametrize("backend", ["dummy", "pool"])
 def test_final_rows_are_zeros_where_not_done(backend):
     venv = mv.DummyVecEnv([box_env] * 3, env_seed=0) if backend == "dummy" else _pool(3, 3)
@@ -94,8 +84,6 @@ def test_final_rows_are_zeros_where_not_done(backend):
             assert not np.any(r.final_obs[~r.done]), f"step {t}: final_obs where done is False"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 23 bug 6 (fixed on bugs23): send(env_ids=...) reads ids with int(): "
-                                       "a boolean mask as ids 0/1, floats truncated (known_bugs.SEND_IDS_INT)")
 @pytest.mark.parametrize("env_ids", [np.array([False, True, True]), [1.0, 2.7]], ids=["mask", "floats"])
 def test_send_reads_env_ids_as_reset_does(env_ids):
     with _pool(3, 3) as venv:
