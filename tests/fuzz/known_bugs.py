@@ -1,9 +1,9 @@
-"""Checks of the fuzzer held back while issue 23's known bugs are open (fixed on branch bugs23).
+"""Checks of the fuzzer held back while a known bug is open, one flag per bug.
 
-Each flag is True while its bug is open: the machine then avoids the sequence that
-meets it (or skips that one check), and tests/fuzz/test_fuzz_known_bugs.py holds a
-strict xfail test of it. Once bugs23 is merged, set the flag to False and remove the
-xfail mark of its test (both fail loudly until then: an xfail that passes is an error).
+While a flag is True the machine avoids the sequence that meets its bug (or skips that
+one check), and tests/fuzz/test_fuzz_known_bugs.py (or test_fuzz_ray.py) holds a strict
+xfail test of it. When the fix lands, that test passes and so fails the run: remove its
+xfail mark and set the flag to False. Issue 23's bugs 2, 3, 4 and 6 are fixed (bugs23).
 """
 
 # Bug 2: reset() (and step(), call(), get_attr(), ...) re-raises the error of an env
