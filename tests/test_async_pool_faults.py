@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -241,3 +242,47 @@ def test_a_partial_reset_that_leaves_out_a_failed_env_keeps_it_out_of_the_pool()
             venv.send(ONES[:1], [2])
         venv.reset(env_ids=[2])  # every env ready again, env 2 with them
         assert [int(venv.recv().env_ids[0]) for _ in range(4)] == [0, 1, 2, 3]
+
+
+two_errors_backend = backends.backend_fixture(("subproc", "ray-auto"))  # dummy: the same rule (dummy.py)
+
+
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_two_errors_read_in_one_recv_are_each_raised(two_errors_backend, num_workers):
+    # The fuzzer's SECOND_POOL_ERROR_DROPPED: envs 1 and 2 raise in the same pool step
+    # (one worker: both answers in one read; two workers: both pipes in one wait). The
+    # recv() that reads them raises env 1's, the next env 2's (before the ready batch).
+    # ray-ray (whole-block steps) raises one error for the block: not this rule.
+    backend = two_errors_backend
+    fns = [DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), functools.partial(FailingEnv, fail_at=1),
+           DyingAgentEnv]
+    with backends.make(backend, fns, num_workers=num_workers, batch_size=2) as venv:
+        venv.reset()
+        received = venv.recv().env_ids.tolist() + venv.recv().env_ids.tolist()
+        venv.send(np.ones((4, 3), dtype=np.int64), received)
+        time.sleep(0.5)  # every answer waits: the next recv() reads them together
+        errors = (WorkerError, _ray_error())
+        named = []
+        for _ in range(2):
+            with pytest.raises(errors, match="scripted failure at step 1") as info:
+                venv.recv()
+            named.append(info.value.env_index)
+        assert named == [1, 2]
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [0, 3] and r.obs[:, 0, 0].tolist() == [1.0, 1.0]
+        with pytest.raises(mv.PoolNotReadyError, match=r"envs \[1, 2\] raised and wait for reset\(\)"):
+            venv.recv()
+
+
+def test_an_error_read_but_not_raised_is_dropped_by_reset(two_errors_backend):
+    fns = [DyingAgentEnv, functools.partial(FailingEnv, fail_at=1), functools.partial(FailingEnv, fail_at=1),
+           DyingAgentEnv]
+    with backends.make(two_errors_backend, fns, num_workers=2, batch_size=2) as venv:
+        venv.reset()
+        received = venv.recv().env_ids.tolist() + venv.recv().env_ids.tolist()
+        venv.send(np.ones((4, 3), dtype=np.int64), received)
+        time.sleep(0.5)
+        with pytest.raises((WorkerError, _ray_error()), match="env 1"):
+            venv.recv()
+        venv.reset()  # drops env 2's error with the other results, as an error in flight
+        assert [venv.recv().env_ids.tolist() for _ in range(2)] == [[0, 1], [2, 3]]

@@ -31,7 +31,9 @@ Contract:
 - Autoreset, episode statistics and fault handling are those of the synchronous path
   (``same_step`` or ``fast`` only: ``final_*`` of the finished rows ride in the result).
   An env that raises is named by the ``recv()`` that meets its result, and is out of
-  the pool until ``reset()``. A worker that dies is replaced (``restart_on_error``): its
+  the pool until ``reset()``. When one ``recv()`` meets several (answers read in one
+  wait), it raises the first and keeps the others: each following ``recv()`` raises
+  the next one, before any batch, so no env's error is lost. A worker that dies is replaced (``restart_on_error``): its
   envs in flight, and each of its other envs at its next step, end their episode as
   truncated with ``info["restarted"]``.
 - ``reset()``, ``step()``, ``step_async()`` and the other calls that reach the envs
@@ -121,6 +123,7 @@ class AsyncPool:
         self._pool_owed: set[int] = set()  # returned by recv(), not sent since
         self._pool_held: list[list[int]] = [[] for _ in blocks]  # whole-block workers: sent, waiting for the rest
         self._pool_failed: set[int] = set()  # envs that raised: out of the pool until reset()
+        self._pool_errors: deque[BaseException] = deque()  # read, not raised yet: the next recv() calls raise them
         self._pool_unstarted: set[int] = set(range(num_envs))  # never reset: out of the pool until reset()
         self._pool_restarted: dict[int, dict] = {}  # env -> details its next result's info carries (worker replaced)
         self._pool_partial = [b""] * len(blocks)  # per worker: the start of an answer not read whole
@@ -150,6 +153,7 @@ class AsyncPool:
         self._pool_ready.clear()
         self._pool_infos = {}
         self._pool_owed.clear()
+        self._pool_errors.clear()
         if not step:
             for out in (self._pool_failed, self._pool_unstarted):
                 if reset_ids is None:
@@ -163,6 +167,7 @@ class AsyncPool:
         """Wait for the envs in flight; their results are dropped (episodes recorded)."""
         if self._pool_in_flight:  # an env's error is a result too: dropped (the env stays out of the pool)
             self._pool_wait(self._num_pool_envs + 1, drop_errors=True)
+        self._pool_errors.clear()  # errors read, not raised yet: dropped with the results
         if self._pool_restarted:
             restarted, self._pool_restarted = self._pool_restarted, {}
             self._pool_settle(sorted(restarted))
@@ -269,6 +274,8 @@ class AsyncPool:
     def recv(self) -> PoolStepResult:
         """The next ``batch_size`` envs with results not yet returned (blocks until they are)."""
         self._pool_check("recv")
+        if self._pool_errors:  # an error an earlier recv() read along with the one it raised
+            raise self._pool_errors.popleft()
         need = self.batch_size
         ready = self._pool_ready
         if len(ready) + self._pool_in_flight < need:
@@ -327,7 +334,9 @@ class AsyncPool:
     def _pool_wait(self, need: int, drop_errors: bool = False) -> None:
         """Read the workers' answers until ``need`` envs are ready, or nothing is in flight
         (bounded by timeout). An env's error is raised once the answers read are recorded
-        (``drop_errors``: not raised; the env is out of the pool all the same)."""
+        (``drop_errors``: not raised; the env is out of the pool all the same). Errors read
+        in one wait are all kept in ``_pool_errors``: the first is raised here, the next
+        recv() calls raise the others, one each."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         flying = self._pool_flying
         while len(self._pool_ready) < need and self._pool_in_flight:
@@ -336,14 +345,14 @@ class AsyncPool:
             answered = self._pool_answered(workers, remaining)
             if not answered:
                 self._pool_timed_out(workers)
-            errors: list[BaseException] = []
+            errors = self._pool_errors
             for w in answered:
                 try:
                     self._pool_answer(w)
-                except _EnvFailed as failed:  # one env's error: the other answers are recorded first
-                    errors.append(failed.error)
+                except _EnvFailed as failed:  # env errors: the other answers are recorded first
+                    errors.extend(failed.errors)
             if errors and not drop_errors:
-                raise errors[0]
+                raise errors.popleft()
 
     def _pool_complete(self, w: int, info: dict | ObjectReply | None) -> None:
         """Worker w finished the next env of its flight (its rows are in the buffers, but
@@ -385,10 +394,13 @@ class AsyncPool:
         The answers are multiprocessing's frames (a 4-byte length, then the bytes), cut
         here: per env that saves the two or three system calls of ``recv_bytes``/``poll``.
         A frame cut by the read waits in ``_pool_partial`` for the rest. Signals wait
-        until the answers read are recorded, so Ctrl-C never drops one. An env's error
-        (``error_of(env_index, repr, traceback)``) is raised as :class:`_EnvFailed` after.
+        until the answers read are recorded, so Ctrl-C never drops one. The envs' errors
+        (``error_of(env_index, repr, traceback)``, each) are raised together as
+        :class:`_EnvFailed` after; a whole block's error (an engine step: the same answer
+        for each env of the block) counts once.
         """
-        error: BaseException | None = None
+        errors: list[BaseException] = []
+        seen: set[bytes] = set()  # the error answers read
         blocked = _sigmask(signal.SIG_BLOCK, _SIGNALS)
         try:
             try:
@@ -420,12 +432,16 @@ class AsyncPool:
                     self._pool_complete(w, payload)
                     continue
                 self._pool_fail(w)
-                error = error or error_of(*payload)
+                frame = data[start:pos]
+                if frame in seen:  # a whole block's error (an engine step), one answer per env: raised once
+                    continue
+                seen.add(frame)
+                errors.append(error_of(*payload))
             self._pool_partial[w] = data[pos:]
         finally:
             _sigmask(signal.SIG_SETMASK, blocked)
-        if error is not None:
-            raise _EnvFailed(error)
+        if errors:
+            raise _EnvFailed(*errors)
         return False
 
     def _pool_fail(self, w: int) -> None:
@@ -464,8 +480,10 @@ class AsyncPool:
 
 
 class _EnvFailed(Exception):
-    """Raised by a backend's :meth:`AsyncPool._pool_answer` once an env's error is recorded."""
+    """Raised by a backend's :meth:`AsyncPool._pool_answer` once envs' errors are recorded
+    (one or more, in the order read; the pool raises each from its own ``recv()``)."""
 
-    def __init__(self, error: BaseException):
+    def __init__(self, error: BaseException, *more: BaseException):
         super().__init__(str(error))
         self.error = error
+        self.errors = [error, *more]

@@ -3,7 +3,8 @@
 While a flag is True the machine avoids the sequence that meets its bug (or skips that
 one check), and tests/fuzz/test_fuzz_known_bugs.py (or test_fuzz_ray.py) holds a strict
 xfail test of it. When the fix lands, that test passes and so fails the run: remove its
-xfail mark and set the flag to False. Issue 23's bugs 2, 3, 4 and 6 are fixed (bugs23).
+xfail mark and set the flag to False. Issue 23's bugs 2, 3, 4 and 6 are fixed (bugs23), and
+SECOND_POOL_ERROR_DROPPED (fix-pool-errors).
 """
 
 # Bug 2: reset() (and step(), call(), get_attr(), ...) re-raises the error of an env
@@ -41,10 +42,9 @@ RAY_WHOLE_BLOCK_POOL_ERROR = True
 # meet this; tests/fuzz/test_fuzz_known_bugs.py shows it.
 SYNC_ERROR_SKIPS_BOOKKEEPING = True
 
-# Found by this fuzzer's long run (not fixed here: pool.py's _pool_wait is being changed
-# for bug 2 on bugs23). When one recv() reads the errors of two envs (two workers'
-# answers read in one wait), it raises the first and drops the second: that env leaves
-# the pool silently and its exception never reaches the caller, where README says an
-# env's error is raised by the recv() that meets it. The machine avoids having two
-# raising envs in flight at once while this is open.
-SECOND_POOL_ERROR_DROPPED = True
+# Found by this fuzzer's long run. When one recv() read the errors of two envs (two
+# workers' answers read in one wait, or two answers of one worker in one read), it raised
+# the first and dropped the second: that env left the pool silently. Fixed: the pool
+# keeps the errors it read, and each following recv() raises the next one, before any
+# batch (docs/backends/async_pool.md); a reset()/step() drops them with the results.
+SECOND_POOL_ERROR_DROPPED = False  # fixed on fix-pool-errors

@@ -125,8 +125,6 @@ def test_an_error_in_step_leaves_the_other_envs_consistent():
 
 
 
-@pytest.mark.xfail(strict=True, reason="found by the fuzzer (known_bugs.SECOND_POOL_ERROR_DROPPED): a recv() that "
-                                       "reads two envs' errors raises the first and drops the second")
 def test_each_pool_error_is_raised():
     import time
 
