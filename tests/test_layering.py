@@ -38,8 +38,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.group", "marl_vec.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
-    # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
-    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl"),
+    # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config; the
+    # AgileRL and XuanCe faces too (their from_config() builds the VecEnv from a config)
+    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl",
+     "marl_vec.compat.agilerl", "marl_vec.compat.xuance"),
     ("marl_vec.cli",),
 )
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}

@@ -153,7 +153,9 @@ def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> No
     for j, adapter in enumerate(adapters):
         native = adapter.native
         inner = getattr(native, "unwrapped", native)
-        for obj in {id(adapter): adapter, id(inner): inner}.values():
+        # A stateless native env (a functional JAX env) is shared by design: only the adapters count.
+        objects = {id(adapter): adapter} if getattr(adapter, "native_is_stateless", False) else {id(adapter): adapter, id(inner): inner}
+        for obj in objects.values():
             first = owner.setdefault(id(obj), j)
             if first != j:
                 raise SameEnvError(

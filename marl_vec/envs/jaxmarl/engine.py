@@ -295,6 +295,9 @@ class JaxMarlAdapter(MultiAgentEnv):
         values = self.block.stats[self.slot]
         return {name: float(value) for name, value in zip(self.spec.stats, values)}
 
+    # The JaxMARL env is functional (its state lives in the block), so every slot may share it.
+    native_is_stateless = True
+
     @property
     def native(self) -> Any:
         return self.model.env
