@@ -38,10 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.group", "marl_vec.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
-    # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config; the
-    # AgileRL and XuanCe faces too (their from_config() builds the VecEnv from a config)
-    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl",
-     "marl_vec.compat.agilerl", "marl_vec.compat.xuance"),
+    # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
+    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl"),
     ("marl_vec.cli",),
 )
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}
@@ -50,7 +48,11 @@ ENVS_TOP = {"marl_vec.envs", "marl_vec.envs.registry"}
 
 # Imports that break a rule today, each with what should become of it. The test
 # fails when one disappears, so that this list only ever shrinks.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
+    ("marl_vec.compat.agilerl", "marl_vec.config"): "AgileRLVecEnv.from_config() imports make() lazily; "
+    "should become a config-level helper (marl_vec.config.face_from_config) that the faces do not import",
+    ("marl_vec.compat.xuance", "marl_vec.config"): "XuanCeVecEnv.from_config(), as AgileRL's",
+}
 
 
 def modules_of(package_dir: pathlib.Path) -> dict[str, pathlib.Path]:
