@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +48,22 @@ ENFORCED = {
     "jax_mpe/simple_spread": 25,
     "jaxmarl/overcooked": 400,
     "jaxmarl/hanabi": None,
+    # Board and card games end by their rules (no step limit); rps_v2 has max_cycles 15.
+    "classic/chess": None,
+    "classic/connect_four": None,
+    "classic/go_19x19": None,
+    "classic/go_9x9": None,
+    "classic/hanabi": None,
+    "classic/leduc_holdem": None,
+    "classic/rps": 15,
+    "classic/texas_holdem": None,
+    "classic/texas_holdem_no_limit": None,
+    "classic/tictactoe": None,
+    # LBF's max_episode_steps and RWARE's max_steps, both truncation.
+    "lbf/15x15-4p-3f": 50,
+    "lbf/8x8-2p-2f-coop": 50,
+    "rware/small-4ag": 500,
+    "rware/tiny-2ag": 500,
 }
 SC2 = [name for name in ENFORCED if name.startswith("sc2/")]  # the game is not installed here: a scripted one
 # Each JaxMARL config compiles its block (5-20 s): not built here.
@@ -65,7 +82,7 @@ def test_marl_vec_info_reports_the_enforced_limit(name, capsys):
     out = capsys.readouterr().out
     limit = ENFORCED[name]
     assert f"episode_limit  {limit}\n" in out
-    assert f'"episode_limit": {limit}}}' in out
+    assert f'"episode_limit": {json.dumps(limit)}}}' in out  # JSON: null for no limit
 
 
 def sc2_venv(name: str) -> mv.VecEnv:
