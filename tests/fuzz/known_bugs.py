@@ -39,7 +39,7 @@ RAY_WHOLE_BLOCK_POOL_ERROR = True
 # next step() reports a phantom episode (done again, return 0, length 1) for it. The
 # fuzzer asks for a seeded reset after any failed synchronous step, so it does not
 # meet this; tests/fuzz/test_fuzz_known_bugs.py shows it.
-SYNC_ERROR_SKIPS_BOOKKEEPING = True
+SYNC_ERROR_SKIPS_BOOKKEEPING = False  # fixed on fix-step-error: envs stepped before it keep their step
 
 # Found by this fuzzer's long run (not fixed here: pool.py's _pool_wait is being changed
 # for bug 2 on bugs23). When one recv() reads the errors of two envs (two workers'

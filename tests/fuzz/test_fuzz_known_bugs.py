@@ -110,9 +110,6 @@ def _short_second_episode() -> int:
     raise AssertionError("no such seed")
 
 
-@pytest.mark.xfail(strict=True, reason="found by the fuzzer (known_bugs.SYNC_ERROR_SKIPS_BOOKKEEPING): after an env "
-                                       "raises in step(), an env stepped before it in its EnvGroup that finished its "
-                                       "episode is not reset, and the next step() reports a phantom episode")
 def test_an_error_in_step_leaves_the_other_envs_consistent():
     seed = _short_second_episode()
     with mv.DummyVecEnv([box_env] * 2, env_seed=seed) as venv:
