@@ -179,6 +179,7 @@ class EnvGroup:
         # whole group in one call.
         self.steps_single_envs = self._stepper.steps_single_envs()
         self._one_infos: list[dict[str, Any]] = [{}] * k  # step_env's infos slot, reused
+        self.settled: list[dict[str, Any]] | None = None  # infos of the envs stepped before a step's error
 
     def __len__(self) -> int:
         return len(self.adapters)

@@ -43,8 +43,10 @@ def failed_index(group: "EnvGroup", at: int, exc: BaseException) -> int:
 def settle_stepped(group: "EnvGroup", failed: int, infos: list[dict[str, Any]], exc: BaseException) -> None:
     """Give envs ``0 .. failed - 1`` of ``group``, stepped before env ``failed`` raised, their
     step's bookkeeping, as :meth:`EnvGroup.step` does for a whole step; their infos (episode
-    summaries, reset infos) go into ``infos``. Should that raise too (an autoreset that fails),
+    summaries, reset infos) go into ``infos`` and ``group.settled`` (a Ray actor's pool step
+    returns them). Should that raise too (an autoreset that fails),
     ``exc`` stays the error the caller sees, with a note naming the second one."""
+    group.settled = infos[:max(failed, 0)]  # the same dicts: _settle fills them in
     if failed <= 0:
         return
     try:
@@ -76,4 +78,4 @@ def _settle(group: "EnvGroup", failed: int, infos: list[dict[str, Any]]) -> None
     if group._keeps_final:
         group._keep_finals(ended)
     for j, summary in zip(ended, episodes.end(ended)):
-        infos[j] = group._end_episode(j, infos[j], summary)
+        infos[j] = group.settled[j] = group._end_episode(j, infos[j], summary)
