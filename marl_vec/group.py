@@ -23,6 +23,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.episode import AutoresetMode, EpisodeTracker
 from marl_vec.errors import MissingAttribute
+from marl_vec.group_errors import failed_index, settle_stepped
 
 EnvFn = Callable[[], Any]
 
@@ -178,6 +179,7 @@ class EnvGroup:
         # whole group in one call.
         self.steps_single_envs = self._stepper.steps_single_envs()
         self._one_infos: list[dict[str, Any]] = [{}] * k  # step_env's infos slot, reused
+        self.settled: list[dict[str, Any]] | None = None  # infos of the envs stepped before a step's error
 
     def __len__(self) -> int:
         return len(self.adapters)
@@ -276,6 +278,9 @@ class EnvGroup:
                 # reset restarts itself (_reset_guarded) or comes named already.
                 j, self._stepper.failed_at = self._stepper.failed_at, -1
                 if j < 0 or hasattr(exc, "marl_vec_env_index") or not self._may_restart(j, exc, "step"):
+                    # The envs stepped before the failed one keep their step (the batch stays
+                    # consistent); the failed env waits for reset(env_ids=[i]).
+                    settle_stepped(self, failed_index(self, j, exc), infos, exc)
                     raise
                 infos[j] = self._restart_step(j, exc)
                 j += 1

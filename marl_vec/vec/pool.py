@@ -225,10 +225,14 @@ class AsyncPool:
                 held = self._pool_held[w]
                 held.extend(envs)
                 start, stop = blocks[w]
-                if len(held) < stop - start:
+                # Envs that raised are out of the pool: where the worker can step part of its
+                # block (_pool_steps_part), the block goes without them.
+                out = self._pool_failed if self._pool_failed and self._pool_steps_part(w) else ()
+                block = [i for i in range(start, stop) if i not in out]
+                if len(held) < len(block):
                     continue
                 held.clear()
-                envs = list(range(start, stop))
+                envs = block
             self._pool_flying[w].extend(envs)
             self._pool_in_flight += len(envs)
             start = blocks[w][0]
@@ -460,6 +464,10 @@ class AsyncPool:
         """Start worker w stepping its envs ``local_ids`` (in this order) with the actions in
         their rows of the buffers (a whole-block worker is given its whole block)."""
         raise NotImplementedError
+
+    def _pool_steps_part(self, w: int) -> bool:
+        """Whether whole-block worker w may step its block without the envs that raised."""
+        return False
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         """Those of ``flying`` with answers (or a death) to read, waiting up to ``timeout`` s for one."""

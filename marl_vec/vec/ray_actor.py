@@ -16,6 +16,8 @@ Example (what RayVecEnv does; not run here)::
 
 from __future__ import annotations
 
+import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -31,6 +33,19 @@ from marl_vec.vec.ray_session import ray_module
 # final_* arrays travel only for the rows of envs that have just finished.
 STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "acting", "reward", "terminated", "truncated", "done")
 FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
+
+
+def _traceback_text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+@dataclass
+class FailedStep:
+    """The info of env ``env_index`` in a :meth:`GroupHost.pool_step` where it raised
+    (``text``: its traceback); the driver raises it and the env leaves the pool."""
+
+    env_index: int
+    text: str
 
 
 class GroupHost:
@@ -128,6 +143,55 @@ class GroupHost:
             finals = (rows, tuple(a[rows] for a in self._finals))
         # Arrays are serialised as this method returns, before the next call can change them.
         return self._out, finals, {j: info for j, info in enumerate(infos) if info}
+
+    def pool_step(self, actions: np.ndarray, local_ids: list[int]):
+        """A pool step of the block's envs ``local_ids`` (all of them, but those out of the
+        pool after raising): as :meth:`step`, but an env that raises (no restart left) leaves
+        only itself out. The envs before it keep their step (EnvGroup's bookkeeping), the envs
+        after it are stepped one by one, and its info is a :class:`FailedStep` naming it (the
+        driver raises it, and it leaves the pool)."""
+        group = self.group
+        if len(local_ids) < len(group):  # envs that raised are left out: the others one by one
+            if not group.steps_single_envs:  # a native engine steps only its whole group
+                why = "its block steps as one engine call, which needs the envs of the block that raised: reset() them"
+                return self._step_envs([], {j: FailedStep(self.start + j, why) for j in local_ids})
+            spaces.tree_map(np.copyto, group.actions, actions)
+            return self._step_envs(local_ids, {})
+        group.settled = None  # set by the group when an env raises part-way through the step
+        try:
+            return self.step(actions)
+        except Exception as exc:  # noqa: BLE001 - reported to the driver as this env's failure
+            failed = getattr(exc, "marl_vec_env_index", None)
+            settled = group.settled
+            # Else not one env's error part-way through the step (the whole block's): raised.
+            if failed is None or settled is None or len(settled) != failed - self.start:
+                raise
+            failure = FailedStep(failed, _traceback_text(exc))
+        k = failed - self.start
+        infos: dict[int, Any] = {j: info for j, info in enumerate(settled) if info}
+        infos[k] = failure
+        if not group.steps_single_envs:  # a native engine steps only whole groups: the rest fail too
+            infos.update({j: failure for j in range(k + 1, len(group))})
+            return self._step_envs([], infos, k)
+        return self._step_envs(range(k + 1, len(group)), infos, k)
+
+    def _step_envs(self, local_ids: Sequence[int], infos: dict[int, Any], stepped: int = 0):
+        """Step envs ``local_ids`` one by one (the actions are in place; envs ``0 .. stepped - 1``
+        stepped already); an env that raises gets a :class:`FailedStep` as its info.
+        Answers as :meth:`step`, ``infos`` added to."""
+        group = self.group
+        for j in local_ids:
+            try:
+                info = group.step_env(j)
+            except Exception as exc:  # noqa: BLE001 - reported to the driver as env j's failure
+                info = FailedStep(self.start + j, _traceback_text(exc))
+            if info:
+                infos[j] = info
+        # final_* of the envs that finished in this step (a failed env's done is stale).
+        now = [*range(stepped), *local_ids]
+        rows = np.array([j for j in now if group.done[j] and not isinstance(infos.get(j), FailedStep)], np.int64)
+        finals = (rows, tuple(a[rows] for a in self._finals)) if self._keeps_final and rows.size else None
+        return self._out, finals, infos
 
     def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
         return self.group.call(name, args, kwargs, env_ids)

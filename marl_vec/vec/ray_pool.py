@@ -23,6 +23,7 @@ from multiprocessing.connection import wait as _wait_any
 from typing import Any
 
 from marl_vec.vec.pool import _EnvFailed
+from marl_vec.vec.ray_actor import FailedStep
 from marl_vec.vec.ray_faults import RayWorkerError, _Lost
 from marl_vec.vec.ray_session import ray_module
 
@@ -43,13 +44,16 @@ class RayPool:
     def _pool_go(self, w: int, local_ids: list[int]) -> None:
         self._check_alive([w])
         link = self._links[w]
-        if link is None:  # a Ray call: always the whole block
-            self._send(w, "step", (self._act[w],))
+        if link is None:  # a Ray call: the whole block (but envs that raised: _pool_steps_part)
+            self._send(w, "pool_step", (self._act[w], local_ids))
             return
         try:  # the worker protocol's pool step; its answers are read by _pool_answer, not the Link
             link.conn.send_bytes(self._pool_step_command(w, local_ids))
         except OSError:  # the actor is gone: its link reads end of file
             pass
+
+    def _pool_steps_part(self, w: int) -> bool:
+        return self._links[w] is None  # GroupHost.pool_step steps the envs named
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         links, refs = self._links, self._refs
@@ -86,15 +90,23 @@ class RayPool:
                 self._pool_lost(w, f"{where} died during step: its process closed the shared-memory link")
             return
         try:
-            result = self._receive([w], "step", replace=True)[w]
+            result = self._receive([w], "step", replace=True)[w]  # a pool_step answers as a step
             infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
-        except RayWorkerError as exc:  # its block's envs leave the pool until reset()
+        except RayWorkerError as exc:  # not one env's error (the actor's): its block leaves the pool until reset()
             for _ in range(len(self._pool_flying[w])):
                 self._pool_fail(w)
             raise _EnvFailed(exc) from None
         start = self.blocks[w].start
-        for i in list(self._pool_flying[w]):  # the block, in order
-            self._pool_complete(w, infos.get(i - start))
+        error: RayWorkerError | None = None
+        for i in list(self._pool_flying[w]):  # the block, in order; an env that raised leaves the pool
+            info = infos.get(i - start)
+            if isinstance(info, FailedStep):
+                self._pool_fail(w)
+                error = error or self._raised(w, "step", info.env_index, info.text)
+            else:
+                self._pool_complete(w, info)
+        if error is not None:
+            raise _EnvFailed(error)
 
     def _pool_lost(self, w: int, what: str) -> None:
         """Linked actor w died with envs in flight: a new actor takes its block (linked

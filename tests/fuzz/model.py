@@ -97,10 +97,12 @@ class PoolModel:
             if self.whole[w]:
                 self.held[w].extend(envs)
                 start, stop = self.blocks[w]
-                if len(self.held[w]) < stop - start:
+                # README: an env that raised is out of the pool; its block goes on without it.
+                block = [i for i in range(start, stop) if i not in self.failed]
+                if len(self.held[w]) < len(block):
                     continue
                 self.held[w].clear()
-                envs = list(range(start, stop))
+                envs = block
             self.flying[w].extend(envs)
             started.append((w, envs))
         return started

@@ -42,9 +42,6 @@ def _zeros(n: int) -> np.ndarray:
     return np.zeros((n, len(AGENTS)), np.int64)
 
 
-@pytest.mark.xfail(strict=True, reason="found by the fuzzer (known_bugs.RAY_WHOLE_BLOCK_POOL_ERROR): an env that "
-                                       "raises in a whole-block pool step (transport='ray') takes the other envs of "
-                                       "its block out of the pool, where README says they go on")
 def test_ray_whole_block_pool_error_takes_out_only_the_failed_env():
     with mv.RayVecEnv([box_env] * 4, num_workers=2, transport="ray", batch_size=2, env_seed=0, timeout=60,
                       num_cpus_per_worker=0) as venv:
