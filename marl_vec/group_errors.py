@@ -19,17 +19,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from marl_vec.episode import AutoresetMode
 
-if TYPE_CHECKING:
-    from marl_vec.group import EnvGroup
+# The functions take an EnvGroup, typed Any: group.py imports this module, so importing
+# EnvGroup here (even for type checking) would make an import cycle (tests/test_layering.py).
+EnvGroup = Any
 
 
-def failed_index(group: "EnvGroup", at: int, exc: BaseException) -> int:
+def failed_index(group: EnvGroup, at: int, exc: BaseException) -> int:
     """The local index of the env that raised: ``at`` (the stepper's ``failed_at``), else
     the env named on ``exc`` (a waiting env whose autoreset raised); -1 when unknown."""
     if at >= 0:
@@ -40,7 +41,7 @@ def failed_index(group: "EnvGroup", at: int, exc: BaseException) -> int:
     return -1
 
 
-def settle_stepped(group: "EnvGroup", failed: int, infos: list[dict[str, Any]], exc: BaseException) -> None:
+def settle_stepped(group: EnvGroup, failed: int, infos: list[dict[str, Any]], exc: BaseException) -> None:
     """Give envs ``0 .. failed - 1`` of ``group``, stepped before env ``failed`` raised, their
     step's bookkeeping, as :meth:`EnvGroup.step` does for a whole step; their infos (episode
     summaries, reset infos) go into ``infos`` and ``group.settled`` (a Ray actor's pool step
@@ -56,7 +57,7 @@ def settle_stepped(group: "EnvGroup", failed: int, infos: list[dict[str, Any]], 
             exc.add_note(f"marl_vec: settling the envs stepped before it also raised {second!r}")
 
 
-def _settle(group: "EnvGroup", failed: int, infos: list[dict[str, Any]]) -> None:
+def _settle(group: EnvGroup, failed: int, infos: list[dict[str, Any]]) -> None:
     waiting, episodes = group._waiting, group.episodes
     ended: list[int] = []
     for j in range(failed):

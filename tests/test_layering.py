@@ -33,7 +33,7 @@ PACKAGE_DIR = pathlib.Path(__file__).resolve().parent.parent / "marl_vec"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.spaces", "marl_vec.progress", "marl_vec.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
     ("marl_vec.spec", "marl_vec.episode", "marl_vec.errors"),
-    ("marl_vec.buffers",),
+    ("marl_vec.buffers", "marl_vec.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
     ("marl_vec.envs",),
     ("marl_vec.group", "marl_vec.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
