@@ -114,6 +114,11 @@ class MultiAgentEnv(ABC):
     # (set by use_state): own_row gives the adapter a private array to write it into.
     _private_state: tuple[tuple[int, ...], np.dtype] | None = None
 
+    # True where ``native`` holds no episode state (a functional JAX env that a whole
+    # block shares): the check that refuses one env object in several env_fns then
+    # looks at the adapters only.
+    native_is_stateless: bool = False
+
     def bind(self, row: RowViews) -> None:
         """Called once, before the first reset, with this env's views of the batch."""
         self.row = row

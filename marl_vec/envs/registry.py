@@ -144,17 +144,17 @@ def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> No
     >>> try:
     ...     check_distinct_envs([as_adapter(env), as_adapter(env)])
     ... except ValueError as err:
-    ...     print(str(err)[:63])
-    env_fns 0 and 1 returned the same env object (CartPoleEnv); it
+    ...     print(str(err)[:59])
+    env_fns 0 and 1 returned the same env object (CartPoleEnv);
     """
     from marl_vec.errors import SameEnvError
 
     owner: dict[int, int] = {}  # id of an adapter or of its innermost env -> the first env index that has it
     for j, adapter in enumerate(adapters):
-        native = adapter.native
-        inner = getattr(native, "unwrapped", native)
-        # A stateless native env (a functional JAX env) is shared by design: only the adapters count.
-        objects = {id(adapter): adapter} if getattr(adapter, "native_is_stateless", False) else {id(adapter): adapter, id(inner): inner}
+        objects: dict[int, Any] = {id(adapter): adapter}
+        if not adapter.native_is_stateless:  # a shared stateless env (JaxMARL's) is fine
+            inner = getattr(adapter.native, "unwrapped", adapter.native)
+            objects[id(inner)] = inner
         for obj in objects.values():
             first = owner.setdefault(id(obj), j)
             if first != j:
