@@ -27,6 +27,9 @@ if [ ! -d "$dir/stable_baselines3-$version/tests" ]; then
     tar -xzf "$dir/stable_baselines3-$version.tar.gz" -C "$dir" "stable_baselines3-$version/tests" \
         "stable_baselines3-$version/pyproject.toml"
 fi
+# SB3's tests import pandas (tests/test_vec_monitor.py, from SB3's "extra"), which neither SB3
+# nor marl_vec's test extra installs.
+python -m pip install -q pandas
 status=0
 for backend in ${SB3_SUITE_BACKENDS:-dummy subproc}; do
     start=$SECONDS
