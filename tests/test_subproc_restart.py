@@ -178,5 +178,5 @@ def test_without_budget_the_original_exception_propagates_unchanged():
 
 
 def test_negative_budget_is_refused():
-    with pytest.raises(ValueError, match="restart_on_error must be a number of restarts >= 0, got -2"):
+    with pytest.raises(ValueError, match="restart_on_error must be an integer >= 0, got -2"):
         mv.DummyVecEnv([DyingAgentEnv], restart_on_error=-2)

@@ -20,7 +20,8 @@ This module holds the public calls and the order they may come in (pending
 steps, interrupts, closing). The rest, one idea a module:
 :mod:`~marl_vec.vec.actions` (checking and writing actions),
 :mod:`~marl_vec.vec.results` (:class:`StepResult`, views or copies of the buffers),
-:mod:`~marl_vec.vec.reward_dtype` (the reward array's dtype).
+:mod:`~marl_vec.vec.reward_dtype` (the reward array's dtype). :func:`check_backend_args`
+is the first thing every backend's constructor does with the arguments they share.
 """
 
 from __future__ import annotations
@@ -35,13 +36,46 @@ from marl_vec.episode import AutoresetMode, EpisodeStatistics
 from marl_vec.errors import AlreadyPendingCallError, MissingAttribute
 from marl_vec.group import EnvFinishedError
 from marl_vec.spec import EnvSpec
+from marl_vec.state import with_state
 from marl_vec.vec.actions import ActionWriter, as_object_array
 from marl_vec.vec.results import ResultMaker, StepResult
 from marl_vec.vec.turns import legal_actions
 from marl_vec.vec.reward_dtype import REWARD_DTYPES, parse_reward_dtype, with_reward_dtype
 
 __all__ = ["VecEnv", "StepResult", "ClosedEnvError", "REWARD_DTYPES", "parse_reward_dtype", "with_reward_dtype",
-           "as_object_array"]
+           "as_object_array", "check_backend_args"]
+
+
+def check_backend_args(
+    backend: str, env_fns: Sequence[Callable[[], Any]], state: str, autoreset: AutoresetMode | str,
+    restart_on_error: int, reward_dtype: Any,
+) -> tuple[list[Callable[[], Any]], AutoresetMode]:
+    """Check the arguments every backend takes, before it builds an env, starts a
+    worker or joins a Ray cluster (a typo must not cost a cluster's start-up); return
+    ``env_fns`` as a list with the ``state`` option applied, and the autoreset mode.
+
+    One check for the three backends, so that the same mistake gets the same message
+    on each.
+
+    >>> fns, mode = check_backend_args("DummyVecEnv", [dict], "auto", "next_step", 0, None)
+    >>> len(fns), mode.value
+    (1, 'next_step')
+    >>> check_backend_args("DummyVecEnv", [], "auto", "same_step", 0, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: DummyVecEnv needs at least one env_fn
+    """
+    env_fns = list(env_fns)
+    if not env_fns:
+        raise ValueError(f"{backend} needs at least one env_fn")
+    for i, fn in enumerate(env_fns):
+        if not callable(fn):
+            raise TypeError(f"env_fns[{i}] is a {type(fn).__name__}, not a zero-argument callable")
+    if isinstance(restart_on_error, bool) or not isinstance(restart_on_error, (int, np.integer)) \
+            or restart_on_error < 0:
+        raise ValueError(f"restart_on_error must be an integer >= 0, got {restart_on_error!r}")
+    parse_reward_dtype(reward_dtype)
+    return with_state(env_fns, state), AutoresetMode.parse(autoreset)
 
 
 class ClosedEnvError(RuntimeError):

@@ -25,8 +25,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.episode import AutoresetMode
 from marl_vec.group import EnvGroup
-from marl_vec.state import with_state
-from marl_vec.vec.base import VecEnv
+from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 
 
@@ -40,6 +39,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
         copy: return copies of the buffers (False: views that the next call overwrites).
         validate: check actions' shape, range and availability.
+        stats_window: how many of the last finished episodes ``episode_statistics()`` averages over.
         restart_on_error: per-env budget of rebuilds after an env raises (see
             :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
@@ -62,12 +62,10 @@ class DummyVecEnv(AsyncPool, VecEnv):
         state: str = "auto",
         batch_size: int | None = None,
     ):
-        if not env_fns:
-            raise ValueError("DummyVecEnv needs at least one env_fn")
-        env_fns = with_state(env_fns, state)
+        env_fns, mode = check_backend_args("DummyVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
-            super().__init__(adapters[0].spec, len(adapters), autoreset, copy, validate, stats_window, reward_dtype)
+            super().__init__(adapters[0].spec, len(adapters), mode, copy, validate, stats_window, reward_dtype)
             self.buffers = BatchBuffers(self.spec, len(adapters))
             self.group = EnvGroup(
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error

@@ -54,8 +54,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.errors import SameEnvError, SetupError
 from marl_vec.spec import SpecMismatchError
-from marl_vec.state import with_state
-from marl_vec.vec.base import VecEnv, parse_reward_dtype
+from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
 from marl_vec.vec.ray_faults import RayFaults, RayWorkerError, _Lost
@@ -79,6 +78,7 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
         autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
         copy: return copies of the buffers (False: views that the next call overwrites).
         validate: check actions' shape, range and availability (in this process).
+        stats_window: how many of the last finished episodes ``episode_statistics()`` averages over.
         restart_on_error: how many times each env may be rebuilt after it raised
             (by its actor's EnvGroup), and how many times a block's actor may be
             replaced after it died in a step (same_step and fast modes); 0 reports
@@ -129,15 +129,11 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
         batch_size: int | None = None,
         state: str = "auto",
     ):
-        if not env_fns:
-            raise ValueError("RayVecEnv needs at least one env_fn")
-        env_fns = with_state(env_fns, state)  # an unknown mode fails before a cluster starts
+        env_fns, mode = check_backend_args("RayVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         explicit = dict(address=address, num_workers=num_workers, envs_per_worker=envs_per_worker,
                         num_cpus_per_worker=num_cpus_per_worker, resources_per_worker=resources_per_worker,
                         temp_dir=temp_dir, timeout=timeout, transport=transport)
         opts = _merge_options(explicit, ray_config)
-        if restart_on_error < 0:
-            raise ValueError(f"restart_on_error must be >= 0, got {restart_on_error}")
         if opts["timeout"] is None or opts["timeout"] <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {opts['timeout']}")
         if opts["num_cpus_per_worker"] < 0:
@@ -147,9 +143,8 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
                 f"unknown transport {opts['transport']!r}; allowed: 'auto' (shared memory for actors on this "
                 f"machine, Ray calls for the others) or 'ray' (Ray calls for every actor)"
             )
-        self._mode = mode = AutoresetMode.parse(autoreset)
+        self._mode = mode
         self._reward_dtype = reward_dtype
-        parse_reward_dtype(reward_dtype)  # fails before a cluster starts
         ray = ray_module()
         num_envs = len(env_fns)
         self.timeout = float(opts["timeout"])

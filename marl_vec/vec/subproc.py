@@ -49,8 +49,7 @@ from typing import Any, Callable, Sequence
 from marl_vec.buffers import BatchBuffers
 from marl_vec.episode import AutoresetMode
 from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
-from marl_vec.state import with_state
-from marl_vec.vec.base import VecEnv
+from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.subproc_faults import SubprocFaults, _Lost
 from marl_vec.vec.subproc_lifecycle import (START_TIMEOUT, SubprocLifecycle, _blocks, _cpu_count, _shutdown,
@@ -74,6 +73,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         autoreset: ``same_step`` (default), ``next_step``, ``disabled``, ``one_episode``, ``fast``.
         copy: return copies of the buffers (False: views that the next call overwrites).
         validate: check actions' shape, range and availability.
+        stats_window: how many of the last finished episodes ``episode_statistics()`` averages over.
         num_workers: worker processes (default: ``min(num_envs, usable cores)``).
         start_method: ``fork``, ``spawn`` or ``forkserver`` (default: see the module doc).
         restart_on_error: per-env budget of rebuilds after an env raises, and
@@ -109,13 +109,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         reward_dtype: str | None = None,
         batch_size: int | None = None,
     ):
-        env_fns = list(env_fns)
-        if not env_fns:
-            raise ValueError("SubprocVecEnv needs at least one env_fn")
-        env_fns = with_state(env_fns, state)
-        for i, fn in enumerate(env_fns):
-            if not callable(fn):
-                raise TypeError(f"env_fns[{i}] is a {type(fn).__name__}, not a zero-argument callable")
+        env_fns, mode = check_backend_args("SubprocVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         num_envs = len(env_fns)
         if num_workers is None:
             num_workers = min(num_envs, _cpu_count())
@@ -125,11 +119,8 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         method = default_start_method() if start_method is None else start_method
         if method not in allowed:
             raise ValueError(f"unknown start_method {start_method!r}; allowed here: {', '.join(allowed)}")
-        if isinstance(restart_on_error, bool) or not isinstance(restart_on_error, int) or restart_on_error < 0:
-            raise ValueError(f"restart_on_error must be an integer >= 0, got {restart_on_error!r}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, or None, got {timeout!r}")
-        mode = AutoresetMode.parse(autoreset)
 
         self.start_method = method
         self.num_workers = num_workers
