@@ -116,14 +116,8 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
     ):
         from marl_vec.compat.opponent import serve_seat
 
-        venv = serve_seat(venv, opponent, seat, "GymVectorEnv")
+        venv = serve_seat(venv, opponent, seat, "GymVectorEnv", "gymnasium's VectorEnv")
         spec = venv.spec
-        if spec.n_agents != 1:
-            raise ValueError(
-                f"GymVectorEnv needs a single-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
-                "gymnasium's VectorEnv has no agent axis (use the marl_vec API for multi-agent envs; "
-                "a turn-based game is served against opponent=...)"
-            )
         if venv.autoreset not in AUTORESET_MODES:
             allowed = ", ".join(m.value for m in AUTORESET_MODES)
             raise ValueError(

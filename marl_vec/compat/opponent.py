@@ -254,12 +254,19 @@ class _Step:
 
 
 
-def serve_seat(venv: Any, opponent: Opponent | None, seat: int | str, face: str) -> Any:
+def serve_seat(venv: Any, opponent: Opponent | None, seat: int | str, face: str, library: str) -> Any:
     """What a single-agent face serves: a turn-based batch as an :class:`OpponentSeat`;
-    any other batch as it is (``opponent`` is then refused)."""
+    a one-agent batch as it is (``opponent`` is then refused); nothing else, since
+    ``library`` (e.g. "SB3's VecEnv") has no agent axis."""
     if getattr(venv.spec, "turn_based", False):
-        return OpponentSeat(venv, opponent, seat)
-    if opponent is not None:
+        venv = OpponentSeat(venv, opponent, seat)
+    elif opponent is not None:
         raise ValueError(f"{face}: opponent= plays the other seats of a turn-based game; this batch "
                          f"({venv.spec.n_agents} agents) is not turn-based")
+    spec = venv.spec
+    if spec.n_agents != 1:
+        raise ValueError(
+            f"{face} needs a single-agent VecEnv, got {spec.n_agents} agents {spec.agents}; {library} has no "
+            "agent axis (use the marl_vec API for multi-agent envs; a turn-based game is served against opponent=...)"
+        )
     return venv

@@ -81,13 +81,8 @@ class SB3VecEnv(SB3BaseVecEnv):
 
     def __init__(self, venv: MarlVecEnv, monitor: bool = True, opponent: Opponent | None = None,
                  seat: int | str = 0):
-        venv = serve_seat(venv, opponent, seat, "SB3VecEnv")
+        venv = serve_seat(venv, opponent, seat, "SB3VecEnv", "SB3's VecEnv")
         spec = venv.spec
-        if spec.n_agents != 1:
-            raise ValueError(
-                f"SB3VecEnv needs a single-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
-                "SB3's VecEnv has no agent axis (a turn-based game is served against opponent=...)"
-            )
         if not venv.autoreset.keeps_final:
             raise ValueError(
                 f"SB3VecEnv needs same-step autoreset (SB3 resets an env in the step that ends it), "
