@@ -235,3 +235,19 @@ class NativeEnvAdapter(MultiAgentEnv):
     @property
     def native(self) -> Any:
         return self.env
+
+
+def one_agent_spec(agent_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, action: Any, **more: Any) -> EnvSpec:
+    """The spec of an env with one agent, ``agent_id``, whose state is its observation.
+
+    The buffers then keep one array for both (``state_is_obs``: no second copy of
+    each frame), as every single-agent family does. ``more``: the other
+    :class:`~marl_vec.spec.EnvSpec` fields (``episode_limit``, ``reward_dtype``, ...).
+
+    >>> from marl_vec.spec import DiscreteAction
+    >>> spec = one_agent_spec("agent_0", (4,), np.float32, DiscreteAction(2), episode_limit=500)
+    >>> spec.agents, spec.state_shape, spec.state_is_obs, spec.episode_limit
+    (('agent_0',), (4,), True, 500)
+    """
+    return EnvSpec(agents=(agent_id,), obs_shape=obs_shape, obs_dtype=obs_dtype, state_shape=obs_shape,
+                   state_dtype=obs_dtype, action=action, state_is_obs=True, **more)

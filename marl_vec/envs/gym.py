@@ -23,9 +23,9 @@ import numpy as np
 
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter
+from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
 from marl_vec.obs_types import OBS_KIND_ATTR, obs_kind
-from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction,
+from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
 ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
@@ -100,15 +100,9 @@ class GymAdapter(NativeEnvAdapter):
         self.env = env
         action = action_spec_of(env.action_space, name, gymnasium_env=True)
         obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
-        self.spec = EnvSpec(
-            agents=(agent_id,),
-            obs_shape=obs_shape,
-            obs_dtype=obs_dtype,
-            state_shape=obs_shape,
-            state_dtype=obs_dtype,
-            action=action,
+        self.spec = one_agent_spec(
+            agent_id, obs_shape, obs_dtype, action,
             episode_limit=episode_limit_of(env),
-            state_is_obs=True,
             obs_space=obs_space,
             reward_dtype=np.dtype(np.float64),  # gymnasium's vector envs: rewards bit for bit
         )

@@ -24,8 +24,8 @@ import numpy as np
 from marl_vec.buffers import RowViews
 from marl_vec.envs.atari.chain import Preprocessing, chain_step_limit
 from marl_vec.envs.atari.snapshot import stateless_wrappers, wrapper_savers
-from marl_vec.envs.base import NativeEnvAdapter
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.envs.base import NativeEnvAdapter, one_agent_spec
+from marl_vec.spec import DiscreteAction
 
 
 class AtariAdapter(NativeEnvAdapter):
@@ -63,17 +63,11 @@ class AtariAdapter(NativeEnvAdapter):
         # The stack lives here, not in the buffer row: a caller writing into a
         # copy=False result cannot corrupt the next observation.
         self._stack = np.zeros(obs_shape, dtype=space.dtype) if frame_stack > 1 else None
-        self.spec = EnvSpec(
-            agents=(agent_id,),
-            obs_shape=obs_shape,
-            obs_dtype=space.dtype,
-            state_shape=obs_shape,
-            state_dtype=space.dtype,
-            action=DiscreteAction(int(env.action_space.n)),
+        self.spec = one_agent_spec(
+            agent_id, obs_shape, space.dtype, DiscreteAction(int(env.action_space.n)),
             episode_limit=chain_step_limit(env, preprocessing),
             stats=("score",),
             snapshots=snapshots,
-            state_is_obs=True,  # the buffers' state is the observation: no second frame copy
             reward_dtype=np.dtype(np.float64),  # a gymnasium env: its rewards as gymnasium's vector envs give them
         )
         self._score = 0.0

@@ -73,9 +73,9 @@ from marl_vec.envs.atari.chain import Preprocessing
 from marl_vec.envs.atari.engine_config import (ENGINES, SUPPORTED_AUTORESET, EngineConfig, _game_of, _n_actions,
                                                engine_unsupported_reason, envpool_task, fastest_engine)
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper, make_engine, stepper_class
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.envs.base import GroupStepper, MultiAgentEnv, one_agent_spec
 from marl_vec.envs.extras import require
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.spec import DiscreteAction
 
 __all__ = ["ENGINES", "ENGINE_KINDS", "SUPPORTED_AUTORESET", "AleEngine", "AleVectorAtariAdapter", "AleVectorStepper",
            "EngineConfig", "EngineStepper", "engine_unsupported_reason", "envpool_task", "fastest_engine",
@@ -102,17 +102,11 @@ class AleVectorAtariAdapter(MultiAgentEnv):
         self._clip = config.opts.clip_rewards
         obs_shape = config.opts.obs_shape()
         limit = config.step_limit()
-        self.spec = EnvSpec(
-            agents=(agent_id,),
-            obs_shape=obs_shape,
-            obs_dtype=np.dtype(np.uint8),
-            state_shape=obs_shape,
-            state_dtype=np.dtype(np.uint8),
-            action=DiscreteAction(_n_actions(config.game, config.full_action_space)),
+        self.spec = one_agent_spec(
+            agent_id, obs_shape, np.dtype(np.uint8), DiscreteAction(_n_actions(config.game, config.full_action_space)),
             episode_limit=limit,
             stats=("score",),
             snapshots=fallback is not None,  # auto: fast mode runs on the python path
-            state_is_obs=True,
             reward_dtype=np.dtype(np.float64),  # as the python engine's: one spec whichever engine steps
         )
         self.engine: Any = None  # an AleEngine or EnvPoolEngine
