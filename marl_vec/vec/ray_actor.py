@@ -1,7 +1,7 @@
 """The Ray actor of a RayVecEnv: one EnvGroup over the buffers of its own block of envs.
 
 The driver (:mod:`marl_vec.vec.ray`) makes one actor per contiguous block of envs.
-An actor answers Ray calls (``reset``, ``step``, ``call``, ...) with its arrays,
+An actor answers Ray calls (``reset``, ``step``, ``command("call", ...)``, ...) with its arrays,
 or, once :meth:`GroupHost.link` has moved it onto the driver's shared-memory
 block, serves the same commands over a unix socket (:mod:`marl_vec.vec.ray_link`).
 
@@ -28,11 +28,15 @@ from marl_vec.errors import SameEnvError, SetupError
 from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
 from marl_vec.vec.ray_session import ray_module
+from marl_vec.vec.worker import run_command
 
 # Arrays an actor sends back after every step or reset, in this order; the
 # final_* arrays travel only for the rows of envs that have just finished.
 STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "acting", "reward", "terminated", "truncated", "done")
 FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
+# Calls an actor answers through :meth:`GroupHost.command`, by the dispatch worker
+# processes use (the others are methods of their own: their answers carry arrays).
+COMMANDS = ("call", "get_attr", "set_attr", "render")
 
 
 def _traceback_text(exc: BaseException) -> str:
@@ -193,17 +197,9 @@ class GroupHost:
         finals = (rows, tuple(a[rows] for a in self._finals)) if self._keeps_final and rows.size else None
         return self._out, finals, infos
 
-    def call(self, name: str, args: tuple, kwargs: dict, env_ids: list[int]) -> list[Any]:
-        return self.group.call(name, args, kwargs, env_ids)
-
-    def get_attr(self, name: str, env_ids: list[int]) -> list[Any]:
-        return self.group.get_attr(name, env_ids)
-
-    def set_attr(self, name: str, values: list[Any], env_ids: list[int]) -> None:
-        self.group.set_attr(name, values, env_ids)
-
-    def render(self) -> list[Any]:
-        return self.group.render()
+    def command(self, command: str, args: tuple) -> Any:
+        """One of :data:`COMMANDS`, answered as a worker process answers it (``args``: local env ids)."""
+        return run_command(self.group, command, args)
 
     def close(self) -> None:
         if self.mismatch is None:  # else its envs are closed already

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.buffers import BatchBuffers
+from marl_vec.vec.ray_actor import COMMANDS
 from marl_vec.vec.ray_faults import RayWorkerError, _Lost
 from marl_vec.vec.ray_session import ray_module
 from marl_vec.vec.worker import STEP, ObjectReply
@@ -79,7 +80,9 @@ class RayTransport:
         """Start ``command`` on actor w: over its link, or as a Ray call (collect with :meth:`_receive`)."""
         link = self._links[w]
         if link is None:
-            self._refs[w] = getattr(self.actors[w], command).remote(*args)
+            actor = self.actors[w]
+            self._refs[w] = actor.command.remote(command, args) if command in COMMANDS \
+                else getattr(actor, command).remote(*args)
             return
         # Over the link, a step's actions are in shared memory already: one byte says "go"
         # (object actions, never in shared memory, go with it).

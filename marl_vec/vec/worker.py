@@ -255,7 +255,7 @@ def serve(conn: Any, group: Any, start: int) -> None:
                 send(OK_EMPTY)
             return
         try:
-            payload = _command(group, command, args)
+            payload = run_command(group, command, args)
             if objects and command == "reset":
                 payload = ObjectReply(payload, group.object_rows())
             reply = encode_ok(payload)  # pickling a result may fail too
@@ -314,7 +314,15 @@ def _send_together(send: Any, messages: list[bytes]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _command(group: Any, command: str, args: list) -> Any:
+def run_command(group: Any, command: str, args: Sequence[Any]) -> Any:
+    """Answer ``command`` with ``group``: ``reset`` (its non-empty infos by local index),
+    ``call``, ``get_attr``, ``set_attr``, ``render`` (``args`` as the EnvGroup methods of
+    those names take them) or ``ping``.
+
+    The one dispatch of the calls every host of a group answers alike: worker processes
+    and linked Ray actors (over their pipe or socket, :func:`serve`) and Ray actors
+    answering Ray calls (``GroupHost.command``).
+    """
     if command == "reset":
         seed, local_ids = args
         return _nonempty(group.reset(seed, local_ids), local_ids)
