@@ -26,7 +26,7 @@ Tianshou's contract:
 - ``info[i]["env_id"]`` on every step; marl_vec's own keys (``episode``,
   ``reset_info``) are taken out, so infos are the env's own.
 
-Two layouts (``agents=``):
+Three layouts (``agents=``):
 
 - ``"single"`` (default): a one-agent VecEnv as Tianshou's single-agent envs are:
   ``obs`` (R, *obs_shape), ``rew`` (R,), ``terminated``/``truncated`` (R,),
@@ -36,9 +36,21 @@ Two layouts (``agents=``):
   ``mask`` (R, A, n_actions: the available actions, discrete only) and
   ``agent_mask`` (R, A), as a policy reads ``batch.obs.obs``; ``rew`` (R, A),
   actions (R, A) or (R, A, *action_shape); an env ends when all its agents do:
-  ``truncated`` if any agent was cut, else ``terminated``. (Tianshou's own
-  multi-agent convention, one agent per step with ``MultiAgentPolicyManager``, is
-  for turn-based games; see docs/faces/tianshou.md.)
+  ``truncated`` if any agent was cut, else ``terminated``.
+- ``"turns"``: turn-based games (``spec.turn_based``: PettingZoo AEC envs such as
+  ``classic/tictactoe``) in Tianshou's own multi-agent convention, that of its
+  ``PettingZooEnv``, for ``MultiAgentPolicyManager`` (``MultiAgentOffPolicyAlgorithm``):
+  one agent per step. ``obs`` is an object array of one dict per env, ``{"agent_id",
+  "obs", "mask"}`` for the agent to move (at an episode's end: for the agent
+  PettingZoo selected after the last move, as ``env.last()`` gives it); actions (R,)
+  are that agent's moves; ``rew`` (R, A) is every agent's reward of the turn;
+  ``terminated``/``truncated`` (R,) that agent's flags; infos are that agent's
+  ``env.infos`` entry. ``agents`` and ``agent_idx`` are the face's, as on a
+  ``PettingZooEnv``. Rewards are the VecEnv's floats (a ``PettingZooEnv`` of
+  tic-tac-toe gives the game's Python ints: int64 arrays, equal in value).
+
+A turn-based VecEnv is refused by ``"single"``/``"axis"`` and a simultaneous one
+by ``"turns"``, each error naming the layout to use.
 
 Example:
     >>> import gymnasium as gym
@@ -74,7 +86,8 @@ from tianshou.env import BaseVectorEnv  # noqa: E402
 
 __all__ = ["TianshouVectorEnv"]
 
-Agents = Literal["single", "axis"]
+Agents = Literal["single", "axis", "turns"]
+LAYOUTS = ("single", "axis", "turns")
 _KEEPS_FINAL = ("same_step", "fast")
 
 
@@ -85,6 +98,24 @@ def _env_info(info: dict[str, Any], env_id: int) -> dict[str, Any]:
         out["episode"] = info[ENV_EPISODE_KEY]
     out["env_id"] = env_id
     return out
+
+
+def _check_turns(spec: Any, agents: str) -> None:
+    """A turn-based VecEnv needs agents='turns', and only it takes one."""
+    name = spec.env_name or "this VecEnv"
+    if spec.turn_based and agents != "turns":
+        raise ValueError(
+            f"{name} is turn-based (spec.turn_based: one agent of {list(spec.agents)} moves per step); "
+            f"agents={agents!r} cannot serve it: use agents='turns' (Tianshou's PettingZooEnv convention, "
+            "obs {agent_id, obs, mask}, for MultiAgentPolicyManager)")
+    if agents == "turns":
+        if not spec.turn_based:
+            raise ValueError(
+                f"agents='turns' serves turn-based games (spec.turn_based: PettingZoo AEC envs, e.g. "
+                f"classic/tictactoe); the agents {list(spec.agents)} of {name} move together: use agents='axis'"
+                + (" (or 'single')" if spec.n_agents == 1 else ""))
+        if not spec.discrete:
+            raise TypeError(f"agents='turns' serves Discrete moves; {name} has {type(spec.action).__name__}")
 
 
 def _object_array(items: list[Any]) -> np.ndarray:
@@ -99,7 +130,8 @@ class TianshouVectorEnv(BaseVectorEnv):
     Args:
         venv: a marl_vec VecEnv with ``autoreset="same_step"`` (or ``"fast"``); build it
             with ``env_seed=None`` for Tianshou's unseeded first reset, or call :meth:`seed`.
-        agents: ``"single"`` (one-agent VecEnvs, Tianshou's layout) or ``"axis"`` (an agent axis).
+        agents: ``"single"`` (one-agent VecEnvs, Tianshou's layout), ``"axis"`` (an agent axis)
+            or ``"turns"`` (turn-based games, Tianshou's ``PettingZooEnv`` convention).
         wait_num: async: return after this many envs finished a step (None: synchronous).
         timeout: must be None: the pool returns exactly ``wait_num`` envs, the first ready
             (bound hung envs with the VecEnv's own ``timeout``).
@@ -115,9 +147,10 @@ class TianshouVectorEnv(BaseVectorEnv):
                 f"TianshouVectorEnv needs a VecEnv with autoreset='same_step' (or 'fast'), got "
                 f"{venv.autoreset.value!r}: the face turns it into Tianshou's no-autoreset contract"
             )
-        if agents not in ("single", "axis"):
-            raise ValueError(f"agents must be 'single' or 'axis', got {agents!r}")
+        if agents not in LAYOUTS:
+            raise ValueError(f"agents must be one of {LAYOUTS}, got {agents!r}")
         spec = venv.spec
+        _check_turns(spec, agents)
         if agents == "single" and spec.n_agents != 1:
             raise ValueError(f"agents='single' needs a one-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
                              "use agents='axis' for an agent axis")
@@ -146,11 +179,15 @@ class TianshouVectorEnv(BaseVectorEnv):
         self._action_spaces = [self._one_space(spec.single_agent_action_space) for _ in range(n)]
         self._observation_spaces = [self._one_space(spec.single_agent_observation_space) for _ in range(n)]
         self._next_reset: dict[int, tuple[Any, dict[str, Any]]] = {}  # env -> its next episode's (obs, info)
+        if agents == "turns":  # as on Tianshou's PettingZooEnv (MultiAgentPolicyManager reads them)
+            self.agents = list(spec.agents)
+            self.agent_idx = {agent: k for k, agent in enumerate(spec.agents)}
+            self._movers = np.full(n, -1, dtype=np.int64)  # env -> index of its agent to move (-1: none)
         self._owned = False  # every env returned by recv() (so send() may step any)
 
     def _one_space(self, space: gym.Space) -> gym.Space:
         """Env i's own copy (each env's space is seeded on its own, as Tianshou's workers' are)."""
-        if self._agents == "single":
+        if self._agents != "axis":  # one agent's: the agent to move's, in turns
             return copy.deepcopy(space)
         return gym.vector.utils.batch_space(space, self._spec.n_agents)
 
@@ -214,6 +251,8 @@ class TianshouVectorEnv(BaseVectorEnv):
             self._next_reset.pop(i, None)
             obs.append(o)
             infos.append(info)
+            if self._agents == "turns":
+                self._movers[i] = self.agent_idx[o["agent_id"]]
         return self._stack(obs), _object_array(infos)
 
     def seed(self, seed: int | list[int] | None = None) -> list[list[int] | None]:
@@ -252,7 +291,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             r = venv.reset(seed=base, env_ids=None if envs == list(range(self.env_num)) else envs)
             obs = self._obs_rows(r)
             for i in envs:
-                out[i] = (obs[i], dict(r.infos[i]))
+                out[i] = (obs[i], self._reset_info(r.infos[i], obs[i]))
                 self._next_reset.pop(i, None)
         # After a reset every env is ready in the pool: take them all, so send() may step any.
         venv.batch_size = self.env_num
@@ -307,7 +346,17 @@ class TianshouVectorEnv(BaseVectorEnv):
             actions = actions.astype(np.int64)
         if self._agents == "single":
             actions = actions.reshape(len(ids), 1, *actions.shape[1:])
+        elif self._agents == "turns":
+            actions = self._movers_actions(actions, ids)
         self._venv.send(actions, ids)
+
+    def _movers_actions(self, actions: np.ndarray, ids: list[int]) -> np.ndarray:
+        """(R,) moves -> (R, A): each env's move at its agent to move (the others are not read)."""
+        if actions.ndim != 1 and actions.shape[1:] != (1,):
+            raise ValueError(f"agents='turns' takes one move per env (shape ({len(ids)},)), got shape {actions.shape}")
+        full = np.zeros((len(ids), self._spec.n_agents), dtype=actions.dtype)
+        full[np.arange(len(ids)), self._movers[ids]] = actions.reshape(len(ids))
+        return full
 
     def _step_result(self, r: Any, rows: list[int]) -> tuple:
         env_ids = r.env_ids.tolist()
@@ -319,14 +368,24 @@ class TianshouVectorEnv(BaseVectorEnv):
             info = r.infos[k]
             if r.done[k]:
                 # The episode's last observation now; its successor waits for reset(e).
-                self._next_reset[e] = (obs_now[k], dict(info.get("reset_info", {})))
+                self._next_reset[e] = (obs_now[k], self._reset_info(info.get("reset_info", {}), obs_now[k]))
                 obs.append(final[k])
             else:
                 obs.append(obs_now[k])
-            infos.append(_env_info(info, e))
+            if self._agents == "turns":
+                self._movers[e] = -1 if r.done[k] else self.agent_idx[obs[-1]["agent_id"]]
+                infos.append({**info.get("agents", {}).get(obs[-1]["agent_id"], {}), "env_id": e})
+            else:
+                infos.append(_env_info(info, e))
         idx = np.asarray(rows, dtype=np.int64)
         done = r.done[idx]
-        if self._agents == "single":
+        if self._agents == "turns":
+            # The flags of the agent whose view is handed out (env.last()'s); False while a game goes on.
+            shown = np.asarray([self.agent_idx[o["agent_id"]] for o in obs], dtype=np.int64)
+            rew = r.reward[idx]
+            terminated = done & r.terminated[idx, shown]
+            truncated = done & r.truncated[idx, shown]
+        elif self._agents == "single":
             rew = r.reward[idx, 0]
             terminated, truncated = r.terminated[idx, 0], r.truncated[idx, 0]
         else:
@@ -345,12 +404,37 @@ class TianshouVectorEnv(BaseVectorEnv):
         if self._agents == "single":
             return list(obs[:, 0])
         avail = r.final_avail_actions if final else r.avail_actions
+        if self._agents == "turns":
+            return [self._turn_obs(obs[k], avail[k], self._shown_agent(r, k, final)) if not final or r.done[k]
+                    else None for k in range(len(obs))]
         return [{"obs": obs[k], "agent_mask": r.agent_mask[k],
                  **({} if avail is None else {"mask": avail[k]})} for k in range(len(obs))]
+
+    def _turn_obs(self, obs: np.ndarray, avail: np.ndarray, k: int) -> dict[str, Any]:
+        """Tianshou's PettingZooEnv observation of agent ``k``: its id, its view, its legal moves."""
+        return {"agent_id": self._spec.agents[k], "obs": obs[k], "mask": avail[k]}
+
+    def _shown_agent(self, r: Any, k: int, final: bool) -> int:
+        """Whose view row ``k`` hands out: the agent to move; at an episode's end the agent
+        PettingZoo selected after the last move (the AEC adapter's ``agent_selection``)."""
+        if not final:
+            return int(r.acting[k].argmax())
+        agent = r.infos[k].get("agent_selection")
+        if agent is None:  # an env restarted after a crash: no last move to report; show its last mover
+            return int(self._movers[int(r.env_ids[k])])
+        return self.agent_idx[agent]
+
+    def _reset_info(self, info: dict[str, Any], obs: Any) -> dict[str, Any]:
+        """A reset's info as this layout gives it (turns: the agent to move's own)."""
+        if self._agents == "turns":
+            return dict(info.get("agents", {}).get(obs["agent_id"], {}))
+        return dict(info)
 
     def _stack(self, obs: list[Any]) -> Any:
         if self._agents == "single":
             return np.stack(obs)
+        if self._agents == "turns":
+            return _object_array(obs)  # one dict per env, as Tianshou's vector envs stack PettingZooEnv's
         # A Batch (the Collector indexes observations by env): keys as in the docstring.
         return Batch({key: np.stack([o[key] for o in obs]) for key in obs[0]})
 

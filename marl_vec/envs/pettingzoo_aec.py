@@ -31,6 +31,8 @@ One batch step is one turn of a live agent (see docs/families/turn_based.md):
   games (hanabi_v5) draw fresh entropy on ``reset(seed=None)``, which would make every
   game after the first irreproducible; for them each unseeded reset gets the next seed
   of a ``numpy.random.default_rng(first seed)`` stream instead (:func:`next_game_seed`).
+- At a game's end ``info["agent_selection"]`` names the agent PettingZoo selected
+  right after the last move (whose view a plain loop's ``env.last()`` shows then).
 - Episode statistics: ``winner`` (the agent id with the largest return, or ``"draw"``
   when it is shared), ``draw`` and ``won_<agent>`` (0/1, so that the running means are
   draw and win rates).
@@ -266,6 +268,7 @@ class AECAdapter(PettingZooAdapter):
         infos = {agent: dict(info) for agent, info in st.infos.items() if info}
         # Every agent's view right after the move: at the game's end, the final views.
         self._observe(list(st.agents))
+        selected = st.agent_selection  # whom env.last() reports now, before dead steps move on
         if self._dead_steps():
             live = list(st.agents)
             if live:  # the game goes on without the agents that left
@@ -275,7 +278,10 @@ class AECAdapter(PettingZooAdapter):
                 np.logical_or(truncated, ~(terminated | truncated), out=truncated)
         self._write_turn()
         state_ok = self._write_state() if self._call_state else True
-        return self._infos(infos, state_ok)
+        out = self._infos(infos, state_ok)
+        if not st.agents:  # the game ended: whose view a plain loop's last() shows (Tianshou's PettingZooEnv)
+            out["agent_selection"] = selected
+        return out
 
     def episode_stats(self, info: dict[str, Any]) -> dict[str, Any]:
         returns = self._returns
