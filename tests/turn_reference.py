@@ -105,7 +105,7 @@ def aec_turns(env_fn: Callable[[], Any], seed: int, turns: int, choose: Chooser,
                 break
             move = choose(np.flatnonzero(current["avail"][agents.index(agent)]))
             env.step(move)
-            pending = {"move": move, "done": False,
+            pending = {"move": move, "done": False, "agent_selection": env.agent_selection,
                        "reward": np.array([env.rewards.get(a, 0.0) for a in agents], dtype=reward_dtype),
                        "terminated": np.array([bool(env.terminations.get(a, False)) for a in agents]),
                        "truncated": np.array([bool(env.truncations.get(a, False)) for a in agents])}
@@ -136,7 +136,8 @@ def row_record(r: Any, k: int) -> dict[str, Any]:
            "reward": r.reward[k], "terminated": r.terminated[k], "truncated": r.truncated[k],
            "done": bool(r.done[k]), "episode": r.infos[k].get("episode")}
     if out["done"]:
-        out.update(final_obs=r.final_obs[k], final_avail=r.final_avail_actions[k], final_acting=r.final_acting[k])
+        out.update(final_obs=r.final_obs[k], final_avail=r.final_avail_actions[k], final_acting=r.final_acting[k],
+                   agent_selection=r.infos[k].get("agent_selection"))
     return out
 
 
@@ -196,6 +197,8 @@ def assert_same_turns(got: list[dict], expected: list[dict], env: int) -> None:
         if e["done"]:
             for field in ("final_obs", "final_avail", "final_acting"):
                 np.testing.assert_array_equal(g[field], e[field], err_msg=f"env {env} turn {t}: {field}")
+            # whom env.last() shows right after the last move (Tianshou's PettingZooEnv hands that view out)
+            assert g["agent_selection"] == e["agent_selection"], f"env {env} turn {t}: agent_selection"
 
 
 def assert_game_sums(got: list[dict], sums: list[np.ndarray], env: int) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Train with Tianshou on marl_vec, through TianshouVectorEnv (marl_vec.compat.tianshou).
 
-Two tasks:
+Three tasks:
 
 - ``ppo``: Tianshou's own PPO, unchanged, on a single-agent marl_vec config
   (default configs/gym/cartpole.yaml), its train and test collectors on the face.
@@ -12,6 +12,12 @@ Two tasks:
   batch axis to it), available actions masked, trained by REINFORCE on
   Tianshou's Collector and replay buffer. Tianshou has no simultaneous-move
   multi-agent algorithm; this is the pattern to build one on.
+- ``tictactoe``: turn-based, Tianshou's own multi-agent convention (``agents="turns"``:
+  one agent per step, obs ``{agent_id, obs, mask}``) on a turn-based config (default
+  configs/classic/tictactoe.yaml; configs/classic/connect_four.yaml works too), as
+  Tianshou's tic-tac-toe tutorial trains it: its DQN learner in seat ``--seat`` (1 or 2,
+  default 2) against its masked random player, ``MultiAgentOffPolicyAlgorithm``, its
+  off-policy trainer, the learner's return as the test metric.
 
 Runs in the Tianshou venv (Tianshou 2.0.1 pins deepdiff<8):
 
@@ -20,11 +26,12 @@ Runs in the Tianshou venv (Tianshou 2.0.1 pins deepdiff<8):
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py ppo --backend subproc
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py spread --iterations 30
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py spread configs/lbf/8x8-2p-2f-coop.yaml
+    .venv-tianshou/bin/python scripts/train_with/tianshou_train.py tictactoe --epochs 10 --seat 1
 
 ``spread`` prints ``iteration=I episodes=N return=R`` (the mean team return per
-episode of that iteration's collect), ``ppo`` Tianshou's epoch lines; then a last
-line ``first_return=X final_return=Y`` (``ppo``: the test return before training
-and the trainer's best test return).
+episode of that iteration's collect), ``ppo`` and ``tictactoe`` Tianshou's epoch lines;
+then a last line ``first_return=X final_return=Y`` (``ppo``, ``tictactoe``: the
+(learner's) test return before training and the trainer's best test return).
 """
 
 from __future__ import annotations
@@ -42,14 +49,16 @@ from marl_vec.compat.tianshou import TianshouVectorEnv
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("task", choices=["ppo", "spread"])
+    parser.add_argument("task", choices=["ppo", "spread", "tictactoe"])
     parser.add_argument("config", nargs="?", default=None,
-                        help="a marl_vec config (ppo: configs/gym/cartpole.yaml; spread: configs/mpe/simple_spread.yaml)")
+                        help="a marl_vec config (ppo: configs/gym/cartpole.yaml; spread: configs/mpe/simple_spread.yaml; "
+                             "tictactoe: configs/classic/tictactoe.yaml)")
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--backend", default="dummy", choices=["dummy", "subproc", "ray"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=5, help="ppo: Tianshou trainer epochs")
-    parser.add_argument("--epoch-steps", type=int, default=5000, help="ppo: environment steps per epoch")
+    parser.add_argument("--epochs", type=int, default=5, help="ppo, tictactoe: Tianshou trainer epochs")
+    parser.add_argument("--epoch-steps", type=int, default=5000, help="ppo, tictactoe: environment steps per epoch")
+    parser.add_argument("--seat", type=int, default=2, choices=[1, 2], help="tictactoe: the learner's seat")
     parser.add_argument("--iterations", type=int, default=20, help="spread: collect-and-update rounds")
     parser.add_argument("--lr", type=float, default=None)
     return parser.parse_args(argv)
@@ -179,12 +188,60 @@ def train_spread(args: argparse.Namespace) -> tuple[float, float]:
     return first, final
 
 
+# -- tictactoe: turn-based, Tianshou's PettingZooEnv convention ------------------------------
+
+def train_tictactoe(args: argparse.Namespace) -> tuple[float, float]:
+    import tianshou as ts
+    from tianshou.algorithm import DQN, MARLRandomDiscreteMaskedOffPolicyAlgorithm, MultiAgentOffPolicyAlgorithm
+    from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.data import CollectStats
+    from tianshou.trainer import OffPolicyTrainerParams
+    from tianshou.utils.net.common import Net
+
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    config = args.config or "classic/tictactoe"
+    train_envs, test_envs = make_face(config, args, "turns"), make_face(config, args, "turns")
+    train_envs.seed(args.seed)
+    test_envs.seed(args.seed + 1000)
+    action_space = train_envs.action_space[0]
+    net = Net(state_shape=train_envs.observation_space[0].shape, action_shape=action_space.n,
+              hidden_sizes=[128, 128, 128, 128])
+    learner = DQN(policy=DiscreteQLearningPolicy(model=net, action_space=action_space, eps_training=0.1,
+                                                 eps_inference=0.05),
+                  optim=AdamOptimizerFactory(lr=args.lr or 1e-4), gamma=0.9, n_step_return_horizon=3,
+                  target_update_freq=320)
+    opponent = MARLRandomDiscreteMaskedOffPolicyAlgorithm(action_space=action_space)
+    seats = [learner, opponent] if args.seat == 1 else [opponent, learner]
+    # The face has the agents and agent_idx that MultiAgentPolicyManager reads from a PettingZooEnv.
+    algorithm = MultiAgentOffPolicyAlgorithm(algorithms=seats, env=train_envs)
+    train_collector = ts.data.Collector[CollectStats](
+        algorithm, train_envs, ts.data.VectorReplayBuffer(20000, args.num_envs), exploration_noise=True)
+    test_collector = ts.data.Collector[CollectStats](algorithm, test_envs, exploration_noise=True)
+    test_collector.reset()
+    first = float(np.asarray(test_collector.collect(n_episode=args.num_envs).returns)[:, args.seat - 1].mean())
+    train_collector.reset()
+    train_collector.collect(n_step=64 * args.num_envs)  # warm-up, as the tutorial does
+    result = algorithm.run_training(OffPolicyTrainerParams(
+        training_collector=train_collector, test_collector=test_collector, max_epochs=args.epochs,
+        epoch_num_steps=args.epoch_steps, collection_step_num_env_steps=10, test_step_num_episodes=args.num_envs,
+        batch_size=64, update_step_num_gradient_steps_per_sample=0.1, test_in_training=False,
+        multi_agent_return_reduction=lambda rews: rews[:, args.seat - 1], show_progress=False))
+    train_envs.close()
+    test_envs.close()
+    return first, float(result.best_reward)
+
+
+TASKS = {"ppo": train_ppo, "spread": train_spread, "tictactoe": train_tictactoe}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    # Per-agent returns are (episodes, A): Tianshou's stats flatten them, and warn each time.
+    # Per-agent returns (spread, tictactoe) are (episodes, A): Tianshou's stats flatten them, and warn each time.
     logging.getLogger("tianshou.data.stats").setLevel(logging.ERROR)
     torch.set_num_threads(1)  # small networks: more threads mostly contend for the cores
-    first, final = train_ppo(args) if args.task == "ppo" else train_spread(args)
+    first, final = TASKS[args.task](args)
     print(f"first_return={first:.3f} final_return={final:.3f}")
 
 
