@@ -41,10 +41,15 @@ __all__ = [
     "SubprocVecEnv",
     "RayVecEnv",
     "WAIT",
+    "tune",
 ]
 
 
 def __getattr__(name: str):
+    if name == "tune":  # the tuner loads on first use, as the backends do
+        from marl_vec.tuner import tune
+
+        return tune
     # Process and Ray backends load on first use: importing marl_vec stays cheap.
     if name in ("SubprocVecEnv", "RayVecEnv"):
         from marl_vec.vec.factory import backend_class

@@ -4,6 +4,7 @@
     marl-vec info CONFIG                             spec and env_info
     marl-vec render CONFIG --out run.gif [--steps N] all envs of a rollout, tiled, as a GIF
     marl-vec bench [CONFIG] [--backends dummy,subproc]  env-steps/s of each backend on this config
+    marl-vec tune [CONFIG] [--seconds 3] [--write]  the fastest backend (and engine) for CONFIG here
     marl-vec list                                    env families and shipped configs
 
 CONFIG is a YAML path or a shipped config name (``mpe/simple_spread``, the default).
@@ -28,6 +29,7 @@ from marl_vec.config import (  # noqa: E402
 )
 from marl_vec.envs.registry import FAMILIES  # noqa: E402
 from marl_vec.errors import SetupError, WorkerError  # noqa: E402
+from marl_vec.tuner import usable_cores  # noqa: E402
 
 EXIT_INTERRUPTED = 130  # what shells report for a command ended by SIGINT (128 + 2)
 
@@ -212,14 +214,6 @@ def bench_workers(venv: Any) -> int | None:
     return len(actors) if actors else None
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity), else all of them."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def bench_notes(backend: str, workers: int | None, cores: int, load: float) -> list[str]:
     """Why a process backend cannot beat ``dummy`` on this machine, if it cannot.
 
@@ -240,6 +234,21 @@ def bench_notes(backend: str, workers: int | None, cores: int, load: float) -> l
         notes.append(f"{backend}: load average {load:.2f} >= {cores} cores before the runs: other jobs hold the cores "
                      "its workers need, so it may come out slower than dummy; the ratio says little about an idle machine")
     return notes
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Measure the ways to run a config here; print the table and the fastest vec section (or write it)."""
+    from marl_vec.tuner import TuneInterrupted, tune
+
+    cfg = _load(args)  # fails here on a bad config, before anything runs
+    try:
+        tune(args.config, seconds=args.seconds, overrides=_parse_overrides(args.override), progress=not args.no_progress,
+             force=args.force, write=args.write)
+    except TuneInterrupted as stop:
+        _interrupted(sum(r.env_steps for r in stop.result.rows if r.interrupted) // cfg.vec.num_envs)
+        print("nothing cached or written", flush=True)
+        raise _Interrupted from None
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -307,6 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=int, default=300, help="batched steps per backend (default 300)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(func=cmd_bench)
+
+    tune = sub.add_parser("tune", help="measure in-process and worker-process choices here, keep the fastest")
+    with_config(tune, optional=True)
+    tune.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
+    tune.add_argument("--write", action="store_true", help="write the fastest choice into the config file")
+    tune.add_argument("--force", action="store_true", help="measure again even when a cached result exists")
+    tune.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tune.set_defaults(func=cmd_tune)
 
     lst = sub.add_parser("list", help="list env families and shipped configs")
     lst.set_defaults(func=cmd_list)

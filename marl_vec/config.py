@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Union
@@ -27,13 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from marl_vec.envs.registry import FAMILIES, make_env_fn
 from marl_vec.errors import SetupError
+from marl_vec.tune_cache import resolve_auto
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.factory import make_vec
 
 DEFAULT_CONFIG = "mpe/simple_spread"
 
 Family = Literal["gym", "atari", "pettingzoo", "football", "starcraft2", "lbf", "rware", "jaxmarl"]
-Backend = Literal["dummy", "subproc", "ray"]
+# auto: the fastest of `marl-vec tune` for this config on this machine, else dummy (marl_vec.tune_cache)
+Backend = Literal["dummy", "subproc", "ray", "auto"]
 Autoreset = Literal["same_step", "next_step", "disabled", "one_episode", "fast"]
 State = Literal["auto", "env", "concat", "none"]
 assert set(Family.__args__) == set(FAMILIES)  # type: ignore[attr-defined]
@@ -256,7 +259,37 @@ def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None
     return make_from_config(cfg)
 
 
+def apply_choice(cfg: Config, choice: Mapping[str, Any]) -> Config:
+    """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``engine``: a tuner's choice).
+
+    A choice of ``dummy`` drops ``vec.start_method``, which only process backends take.
+    """
+    update: dict[str, Any] = {"backend": choice["backend"], "num_workers": choice.get("num_workers")}
+    if choice["backend"] == "dummy":
+        update["start_method"] = None
+    cfg = cfg.model_copy(update={"vec": cfg.vec.model_copy(update=update)})
+    if choice.get("engine"):
+        kwargs = {**cfg.env.kwargs, "engine": choice["engine"]}
+        cfg = cfg.model_copy(update={"env": cfg.env.model_copy(update={"kwargs": kwargs})})
+    return cfg
+
+
+def resolve_auto_backend(cfg: Config) -> Config:
+    """``cfg`` with ``backend: auto`` replaced by its choice (printed to stderr); other configs as they are.
+
+    The choice is the cached result of ``marl-vec tune`` for this config on this
+    machine (backend, workers and, where the tuner chose one, the engine), else
+    ``dummy`` (see :mod:`marl_vec.tune_cache`).
+    """
+    if cfg.vec.backend != "auto":
+        return cfg
+    choice, message = resolve_auto(cfg.model_dump(by_alias=True))
+    print(message, file=sys.stderr, flush=True)
+    return apply_choice(cfg, choice)
+
+
 def make_from_config(cfg: Config) -> VecEnv:
+    cfg = resolve_auto_backend(cfg)
     env_fn = make_env_fn(cfg.env.family, cfg.env.id, cfg.env.kwargs)
     vec = cfg.vec
     return make_vec(

@@ -63,6 +63,13 @@ class Progress:
                 self._last_line = now
                 self._line(now)
 
+    def set_total(self, total: int) -> None:
+        """A new total: for a run that ends by the clock, an estimate that improves as it goes."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
     def set_postfix(self, **stats: Any) -> None:
         """Figures shown after the count (tqdm's postfix; the end of each plain line)."""
         self.postfix = stats

@@ -41,13 +41,16 @@ class Family:
     factory: str  # factory(id, **kwargs) -> MultiAgentEnv
     extra: str | None  # pip extra that installs its dependencies
     makes: str  # what `id` names, for `marl-vec list` and errors
+    # The values of env.kwargs.engine the family offers besides its default (`marl-vec tune` measures each).
+    engines: tuple[str, ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
         Family("gym", "marl_vec.envs.gym", "make_gym", None, "a gymnasium env id, e.g. CartPole-v1"),
-        Family("atari", "marl_vec.envs.atari", "make_atari", "atari", "an ALE game, e.g. ALE/Pong-v5, or pettingzoo.atari.pong_v3"),
+        Family("atari", "marl_vec.envs.atari", "make_atari", "atari", "an ALE game, e.g. ALE/Pong-v5, or pettingzoo.atari.pong_v3",
+               engines=("python", "ale_vector", "envpool")),
         Family("pettingzoo", "marl_vec.envs.pettingzoo_family", "make_pettingzoo", "pettingzoo",
                "a PettingZoo env module, e.g. mpe2.simple_spread_v3"),
         Family("football", "marl_vec.envs.football", "make_football", "football",

@@ -1,0 +1,407 @@
+"""``marl-vec tune`` / ``mv.tune(config)``: which backend steps this config fastest on this machine.
+
+It measures, for the config's ``num_envs``: in-process (``dummy``), and
+``subproc`` with 1, 2, 4, ... workers up to the usable cores (the envs split
+evenly over them), and for a family with engines (Atari) each engine, unless
+the config names one. Each choice runs a random policy for ``seconds`` (after a
+short warm-up) with a progress bar. The table gives env-steps/s, CPU time per
+env-step and the cores kept busy (this process and its workers), and memory
+(PSS of the process tree, :mod:`marl_vec.tree_usage`). The fastest choice is
+kept in the cache (:mod:`marl_vec.tune_cache`) for ``backend: auto``, printed as
+a ``vec:`` section, and with ``write=True`` written into the config file.
+
+Example:
+    >>> import marl_vec as mv
+    >>> result = mv.tune("gym/cartpole", seconds=0.2, progress=False, quiet=True)  # doctest: +SKIP
+    >>> result.choice  # doctest: +SKIP
+    {'backend': 'dummy', 'num_workers': None}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+from marl_vec import tree_usage, tune_cache
+from marl_vec.config import (Config, ConfigError, apply_choice, load_config, make_from_config, resolve_config_path,
+                             shipped_configs_dir)
+from marl_vec.envs.registry import FAMILIES
+from marl_vec.errors import SetupError, WorkerError
+from marl_vec.progress import Progress
+from marl_vec.rollout import RandomPolicy
+from marl_vec.yaml_edit import DELETE, YamlEditError, scalar, set_keys
+
+DEFAULT_SECONDS = 3.0
+# A choice with fewer processes (dummy: none) within this fraction of the fastest is taken
+# instead: the difference is within a measurement's noise, and fewer processes hold less memory.
+MARGIN = 0.05
+WARMUP_FRACTION = 0.1  # of a measurement's seconds, stepped before the clock starts (first resets, caches)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the config: a backend, its worker count, and an engine (None: the config's)."""
+
+    backend: str
+    num_workers: int | None = None
+    engine: str | None = None
+
+    @property
+    def choice(self) -> dict[str, Any]:
+        """The keys ``backend: auto`` and ``--write`` set."""
+        out: dict[str, Any] = {"backend": self.backend, "num_workers": self.num_workers}
+        if self.engine is not None:
+            out["engine"] = self.engine
+        return out
+
+    def label(self) -> str:
+        return tune_cache.describe_choice(self.choice)
+
+    def config(self, cfg: Config) -> Config:
+        """``cfg`` run this way."""
+        return apply_choice(cfg, self.choice)
+
+
+@dataclass
+class Row:
+    """What one candidate measured (``skipped``: why it was not)."""
+
+    candidate: Candidate
+    env_steps: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    memory: int = 0
+    memory_kind: str = ""
+    skipped: str | None = None
+    interrupted: bool = False
+
+    @property
+    def rate(self) -> float:
+        """env-steps/s."""
+        return self.env_steps / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_us_per_step(self) -> float:
+        return 1e6 * self.cpu_seconds / self.env_steps if self.env_steps else 0.0
+
+    @property
+    def cores_busy(self) -> float:
+        return self.cpu_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "candidate": asdict(self.candidate)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Row":
+        return cls(**{**data, "candidate": Candidate(**data["candidate"])})
+
+
+@dataclass
+class TuneResult:
+    """The table of a tune run (or of the cached one) and its choice."""
+
+    title: str
+    num_envs: int
+    seconds: float
+    rows: list[Row]
+    when: str
+    load: tuple[float, float, float]
+    cores: int
+    vec: dict[str, Any]  # the config's vec section (its non-default keys)
+    cached: bool = False
+    cache_file: str | None = None
+    interrupted: bool = False
+    written: str | None = None  # what --write changed, where
+    engines: bool = field(default=False)  # whether engines were compared (an engine column)
+
+    @property
+    def best(self) -> Row:
+        """The fastest row; but a row with fewer processes within :data:`MARGIN` of it wins (see the module)."""
+        measured = [r for r in self.rows if not r.skipped and r.env_steps]
+        if not measured:
+            raise ValueError("no candidate was measured")
+        top = max(r.rate for r in measured)
+        close = [r for r in measured if r.rate >= (1 - MARGIN) * top]
+        return min(close, key=lambda r: (r.candidate.num_workers or 0, -r.rate))
+
+    @property
+    def choice(self) -> dict[str, Any]:
+        """``backend`` and ``num_workers`` of the fastest (and ``engine`` where engines were compared)."""
+        return self.best.candidate.choice
+
+    def vec_section(self) -> dict[str, Any]:
+        """The config's ``vec`` section with the fastest choice in it."""
+        vec = {k: v for k, v in self.vec.items() if k not in ("backend", "num_workers")}
+        vec["backend"] = self.choice["backend"]
+        if self.choice["num_workers"] is not None:
+            vec["num_workers"] = self.choice["num_workers"]
+        else:
+            vec.pop("start_method", None)
+        return vec
+
+    def lines(self) -> list[str]:
+        """The report: header, table, the fastest, its vec section."""
+        out = [f"marl-vec tune: {self.title}, {self.num_envs} envs, {self.seconds:g} s per choice",
+               f"machine          {self.cores} usable cores (of {os.cpu_count()}), load average "
+               f"{self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f} (1, 5, 15 min) before the runs, {self.when}"]
+        if self.cached:
+            out.append(f"cached result    {self.cache_file} (--force measures again)")
+        measured = [r for r in self.rows if not r.skipped and r.env_steps]
+        top = max((r.rate for r in measured), default=0.0)
+        kind = next((r.memory_kind for r in measured if r.memory_kind), "PSS")
+        out.append(f"  {'choice':<34} {'workers x envs':>14} {'env-steps/s':>12} {'vs best':>8} "
+                   f"{'CPU us/env-step':>16} {'cores busy':>11} {'memory (' + kind + ')':>14}")
+        best = self.best if measured else None
+        for row in self.rows:
+            mark = "*" if row is best else " "
+            layout = _layout(row.candidate, self.num_envs)
+            if row.skipped:
+                out.append(f"{mark} {row.candidate.label():<34} {layout:>14}   skipped: {row.skipped}")
+                continue
+            remark = "  (interrupted)" if row.interrupted else ""
+            out.append(f"{mark} {row.candidate.label():<34} {layout:>14} {row.rate:>12,.0f} {row.rate / top:>7.2f}x "
+                       f"{row.cpu_us_per_step:>16.1f} {row.cores_busy:>11.2f} {row.memory / 2**20:>11.0f} MB{remark}")
+        if self.load[0] >= self.cores:
+            out.append(f"note: load average {self.load[0]:.2f} >= {self.cores} cores before the runs: other jobs held the "
+                       "cores, so the figures say little about an idle machine; tune again when it is quieter (--force)")
+        if best is not None and not self.interrupted:
+            out.append(f"fastest          {best.candidate.label()}")
+            out.append("vec:")
+            out += [f"  {k}: {scalar(v)}" for k, v in self.vec_section().items()]
+            if "engine" in self.choice:
+                out.append(f"env.kwargs.engine: {self.choice['engine']}")
+        if self.written:
+            out.append(self.written)
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "num_envs": self.num_envs, "seconds": self.seconds, "when": self.when,
+                "load": list(self.load), "cores": self.cores, "vec": self.vec, "engines": self.engines,
+                "rows": [r.to_json() for r in self.rows], "choice": self.choice}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], cache_file: str) -> "TuneResult":
+        return cls(title=data["title"], num_envs=data["num_envs"], seconds=data["seconds"], when=data["when"],
+                   load=tuple(data["load"]), cores=data["cores"], vec=data["vec"], engines=data.get("engines", False),
+                   rows=[Row.from_json(r) for r in data["rows"]], cached=True, cache_file=cache_file)
+
+
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``tune``; ``result`` holds what was measured until then (not cached)."""
+
+    def __init__(self, result: TuneResult):
+        super().__init__("tune interrupted")
+        self.result = result
+
+
+def _layout(candidate: Candidate, num_envs: int) -> str:
+    """``2 x 4`` (workers x envs per worker), ``2 x 3-4`` when uneven, ``- x 8`` in this process."""
+    if candidate.num_workers is None:
+        return f"- x {num_envs}"
+    low, extra = divmod(num_envs, candidate.num_workers)
+    return f"{candidate.num_workers} x {low}" + (f"-{low + 1}" if extra else "")
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_counts(num_envs: int, cores: int) -> list[int]:
+    """1, 2, 4, ... up to min(num_envs, cores), and that limit itself: more workers than cores only take turns.
+
+    >>> worker_counts(8, 2), worker_counts(32, 6), worker_counts(1, 64)
+    ([1, 2], [1, 2, 4, 6], [1])
+    """
+    limit = max(1, min(num_envs, cores))
+    counts = [1 << k for k in range(limit.bit_length()) if 1 << k <= limit]
+    return counts + ([limit] if counts[-1] != limit else [])
+
+
+def candidates(cfg: Config, cores: int) -> list[Candidate]:
+    """What ``tune`` measures for ``cfg`` on ``cores`` cores (see the module's docstring)."""
+    engines: list[str | None] = [None]
+    if FAMILIES[cfg.env.family].engines and cfg.env.kwargs.get("engine") in (None, "auto"):
+        engines = list(FAMILIES[cfg.env.family].engines)
+    out = []
+    for engine in engines:
+        if cfg.vec.batch_size is None:  # the async pool (batch_size) is for process backends only
+            out.append(Candidate("dummy", None, engine))
+        out += [Candidate("subproc", n, engine) for n in worker_counts(cfg.vec.num_envs, cores)]
+    return out
+
+
+def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = True) -> Row:
+    """Step ``cfg`` run as ``candidate`` with a random policy for ``seconds`` (after a warm-up).
+
+    On Ctrl-C, closes the envs and raises :class:`KeyboardInterrupt` with the partial
+    row as its argument.
+    """
+    row = Row(candidate)
+    num_envs = cfg.vec.num_envs
+    with make_from_config(candidate.config(cfg)) as venv:
+        policy = RandomPolicy(venv.spec, num_envs, cfg.run.seed)
+        try:
+            result = venv.reset()
+            start, warm = time.perf_counter(), 0
+            while warm < 2 or time.perf_counter() - start < WARMUP_FRACTION * seconds:
+                result = venv.step(policy(result))
+                warm += 1
+            # The clock ends the run; the bar counts env-steps towards what the rate so far
+            # makes in `seconds`, re-estimated as it goes (the warm-up's rate is a first guess).
+            total = max(num_envs, int(warm * num_envs * seconds / max(time.perf_counter() - start, 1e-9)))
+            pids = tree_usage.tree_pids()
+            cpu0, start = tree_usage.cpu_seconds(pids), time.perf_counter()
+            shown = 0.0
+            with Progress(total, candidate.label(), enabled=progress, unit="env-step") as bar:
+                while row.seconds < seconds:
+                    result = venv.step(policy(result))
+                    row.env_steps += num_envs
+                    row.seconds = time.perf_counter() - start
+                    if row.seconds - shown >= 0.1:
+                        shown = row.seconds
+                        bar.set_total(max(row.env_steps, int(row.env_steps * seconds / row.seconds)))
+                    bar.update(num_envs)
+        except KeyboardInterrupt:
+            row.interrupted = True
+            raise KeyboardInterrupt(row) from None
+        finally:
+            if row.env_steps:
+                pids = tree_usage.tree_pids()  # the workers, alive until the with block ends
+                row.cpu_seconds = tree_usage.cpu_seconds(pids) - cpu0
+                row.memory, row.memory_kind = tree_usage.memory(pids)
+    return row
+
+
+def _engine_problem(exc: BaseException) -> str:
+    """One line for an engine that cannot run this config (a missing extra, options it refuses)."""
+    cause = getattr(exc, "cause", None) or exc
+    return str(cause).splitlines()[0]
+
+
+def _check_seconds(seconds: Any) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"seconds per measurement must be a number > 0 (e.g. {DEFAULT_SECONDS:g}); got {seconds!r}")
+    return float(seconds)
+
+
+def _write_target(source: Any) -> Path:
+    """The config file ``--write`` may change, or the error saying why there is none."""
+    if isinstance(source, (Mapping, Config)) or source is None:
+        raise ConfigError("--write needs a config file (a YAML path); this config is not one: paste the printed vec section")
+    path = resolve_config_path(source)
+    if shipped_configs_dir().resolve() in path.resolve().parents:
+        raise ConfigError(f"--write would change the shipped config {path}; copy it to a file of yours and tune that")
+    return path
+
+
+def write_back(source: Any, choice: Mapping[str, Any]) -> str:
+    """Set the fastest choice in the config file ``source``, keeping the rest of it; returns what it changed where."""
+    path = _write_target(source)
+    updates: dict[tuple[str, ...], Any] = {("vec", "backend"): choice["backend"]}
+    if choice.get("num_workers") is None:
+        updates[("vec", "num_workers")] = DELETE
+        updates[("vec", "start_method")] = DELETE
+    else:
+        updates[("vec", "num_workers")] = choice["num_workers"]
+    if choice.get("engine"):
+        updates[("env", "kwargs", "engine")] = choice["engine"]
+    try:
+        path.write_text(set_keys(path.read_text(), updates))
+    except YamlEditError as exc:
+        raise ConfigError(f"{path}: {exc}; nothing written: paste the vec section printed above") from None
+    return f"wrote            {tune_cache.describe_choice(choice)} into {path}"
+
+
+def tune(
+    config: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None,
+    seconds: float = DEFAULT_SECONDS,
+    overrides: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    force: bool = False,
+    write: bool = False,
+    quiet: bool = False,
+) -> TuneResult:
+    """Measure the ways to run ``config`` here, keep and return the fastest (see the module's docstring).
+
+    Args:
+        config: a YAML path, a shipped config name, a dict or a :class:`Config` (default ``mpe/simple_spread``).
+        seconds: per measurement (> 0).
+        overrides: dotted config keys (``{"vec.num_envs": 32}``).
+        progress: show a progress bar for each measurement.
+        force: measure even when a cached result for this config and machine exists.
+        write: set the fastest choice in the config file (a YAML path of yours).
+        quiet: print nothing (the table is ``str(result)``).
+
+    Raises:
+        ConfigError: a bad config, ``seconds``, or a ``write`` that cannot be done.
+        TuneInterrupted: Ctrl-C; its ``result`` holds the rows measured (nothing is cached).
+    """
+    seconds = _check_seconds(seconds)
+    cfg = config if isinstance(config, Config) and not overrides else load_config(
+        config.model_dump(by_alias=True) if isinstance(config, Config) else config, overrides)
+    if write:
+        _write_target(config)  # refuse before measuring, not after
+    data = cfg.model_dump(by_alias=True)
+    cached = None if force else tune_cache.load(data)
+    if cached is not None:
+        result = TuneResult.from_json(cached, str(tune_cache.cache_path(data)))
+    else:
+        result = _measure_all(cfg, seconds, progress, quiet)
+        tune_cache.save(data, {**result.to_json(), "when": result.when})
+    if write:
+        result.written = write_back(config, result.choice)
+    if not quiet:
+        print(result, flush=True)
+    return result
+
+
+def _measure_all(cfg: Config, seconds: float, progress: bool, quiet: bool) -> TuneResult:
+    cores = usable_cores()
+    result = TuneResult(
+        title=f"{cfg.env.family} {cfg.env.id}", num_envs=cfg.vec.num_envs, seconds=seconds, rows=[],
+        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load=os.getloadavg(), cores=cores,
+        vec=cfg.vec.model_dump(by_alias=True, exclude_unset=True))
+    todo = candidates(cfg, cores)
+    result.engines = any(c.engine for c in todo)
+    if not quiet:
+        print(f"marl-vec tune: measuring {len(todo)} choices for {result.title}, {result.num_envs} envs, "
+              f"{seconds:g} s each", flush=True)
+    bad_engines: dict[str, str] = {}
+    for candidate in todo:
+        if candidate.engine in bad_engines:
+            result.rows.append(Row(candidate, skipped=bad_engines[candidate.engine]))
+            continue
+        try:
+            result.rows.append(measure(cfg, candidate, seconds, progress))
+        except KeyboardInterrupt as stop:
+            partial = stop.args[0] if stop.args and isinstance(stop.args[0], Row) else None
+            if partial is not None and partial.env_steps:
+                result.rows.append(partial)
+            result.interrupted = True
+            if not quiet:
+                print(result, flush=True)
+            raise TuneInterrupted(result) from None
+        except (SetupError, ValueError, WorkerError) as exc:
+            # an engine that cannot run here (not installed, refuses the options) is skipped; any
+            # other error is the config's and stops the run
+            if candidate.engine is None or isinstance(exc, ConfigError):
+                raise
+            bad_engines[candidate.engine] = _engine_problem(exc)
+            result.rows.append(Row(candidate, skipped=bad_engines[candidate.engine]))
+    if not any(r.env_steps for r in result.rows):
+        reasons = "; ".join(sorted(set(bad_engines.values())))
+        raise ConfigError(f"no way to run {result.title} could be measured: {reasons}")
+    return result
+
+
