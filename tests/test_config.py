@@ -44,7 +44,7 @@ def test_unknown_key_names_it_and_the_allowed_keys(tmp_path):
 
 
 def test_unknown_value_names_the_allowed_values():
-    with pytest.raises(ConfigError, match=r"vec.backend: 'threads' is not allowed: Input should be 'dummy', 'subproc' or 'ray'"):
+    with pytest.raises(ConfigError, match=r"vec.backend: 'threads' is not allowed: Input should be 'dummy', 'subproc', 'ray' or 'auto'"):
         mv.make("gym/cartpole", backend="threads")
     with pytest.raises(ConfigError, match=r"env.family: 'unity' is not allowed: Input should be 'gym', 'atari'"):
         load_config({"env": {"family": "unity", "id": "x"}})
