@@ -138,6 +138,8 @@ def _expected(data: Any, updates: Mapping[tuple[str, ...], Any]) -> Any:
         node = data
         for part in path[:-1]:
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise YamlEditError(f"{'.'.join(path)}: {part} holds {node!r}, not a mapping")
         if value is DELETE:
             node.pop(path[-1], None)
         else:

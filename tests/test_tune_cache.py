@@ -1,0 +1,174 @@
+"""The tune cache (marl_vec.tune_cache): hits and misses by config and machine, and `backend: auto` reading it.
+
+The measurements are replaced by a fixed table (``fake_measure``) so that the
+cache logic is tested exactly and fast; one test measures for real and reads
+the result back through ``backend: auto``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import marl_vec as mv
+from marl_vec import tune_cache, tuner
+from marl_vec.config import apply_choice, load_config, make_from_config
+from marl_vec.tuner import Candidate, Row, tune
+
+CARTPOLE = {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "backend": "dummy"},
+            "run": {"steps": 10}}
+RATES = {"dummy": 100.0, 1: 50.0, 2: 400.0}  # subproc with 2 workers wins
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "tune-cache"
+    monkeypatch.setenv("MARL_VEC_TUNE_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """Replaces the measurements by RATES; the list holds the candidates measured."""
+    calls: list[Candidate] = []
+
+    def fake_measure(cfg, candidate, seconds, progress=True):
+        calls.append(candidate)
+        rate = RATES[candidate.num_workers or "dummy"]
+        return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
+
+    monkeypatch.setattr(tuner, "measure", fake_measure)
+    monkeypatch.setattr(tuner, "usable_cores", lambda: 2)
+    return calls
+
+
+def _with(data: dict, section: str, **values) -> dict:
+    return {**data, section: {**data.get(section, {}), **values}}
+
+
+def test_a_second_tune_is_a_cache_hit_and_force_measures_again(measured, cache_dir):
+    first = tune(CARTPOLE, seconds=0.2, quiet=True)
+    assert not first.cached and len(measured) == 3
+    files = list(cache_dir.iterdir())
+    assert len(files) == 1 and files[0] == tune_cache.cache_path(load_config(CARTPOLE).model_dump(by_alias=True))
+    stored = json.loads(files[0].read_text())
+    assert stored["choice"] == {"backend": "subproc", "num_workers": 2}
+    assert stored["machine"] == tune_cache.machine() and stored["format"] == tune_cache.FORMAT
+
+    second = tune(CARTPOLE, seconds=0.2, quiet=True)
+    assert second.cached and len(measured) == 3 and second.cache_file == str(files[0])
+    assert [(r.candidate, r.rate) for r in second.rows] == [(r.candidate, r.rate) for r in first.rows]
+    assert "cached result    " in str(second) and "(--force measures again)" in str(second)
+
+    tune(CARTPOLE, seconds=0.2, quiet=True, force=True)
+    assert len(measured) == 6
+
+
+def test_the_keys_the_tuner_chooses_and_the_run_section_do_not_change_the_key(measured):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    for same in (_with(CARTPOLE, "vec", backend="auto"), _with(CARTPOLE, "vec", backend="subproc", num_workers=1),
+                 _with(CARTPOLE, "run", steps=99, seed=3)):
+        assert tune(same, seconds=0.2, quiet=True).cached, same
+    assert len(measured) == 3
+
+
+@pytest.mark.parametrize("change", [
+    {"vec.num_envs": 8}, {"vec.autoreset": "next_step"}, {"vec.start_method": "spawn"},
+    {"env.kwargs.max_episode_steps": 50}, {"env.id": "Acrobot-v1"},
+], ids=lambda c: next(iter(c)))
+def test_what_is_measured_changes_the_key(measured, change):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    assert not tune(CARTPOLE, seconds=0.2, quiet=True, overrides=change).cached
+
+
+def test_another_machine_or_version_misses(measured, monkeypatch):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    here = tune_cache.machine()
+    for other in ({**here, "cpu_count": here["cpu_count"] + 1}, {**here, "marl_vec": "0.0.0"},
+                  {**here, "platform": "darwin-arm64"}):
+        monkeypatch.setattr(tune_cache, "machine", lambda other=other: other)
+        assert not tune(CARTPOLE, seconds=0.2, quiet=True).cached
+    monkeypatch.setattr(tune_cache, "machine", lambda: here)
+    assert tune(CARTPOLE, seconds=0.2, quiet=True).cached
+
+
+def test_an_unreadable_cache_file_is_a_miss(measured):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    path = tune_cache.cache_path(load_config(CARTPOLE).model_dump(by_alias=True))
+    for text in ("{not json", json.dumps({"format": 999, "choice": {}}), json.dumps([1, 2])):
+        path.write_text(text)
+        assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True)) is None
+        assert not tune(CARTPOLE, seconds=0.2, quiet=True).cached  # measures and stores again
+
+
+def test_an_interrupted_tune_caches_nothing(monkeypatch, cache_dir):
+    def interrupted(cfg, candidate, seconds, progress=True):
+        if candidate.backend == "subproc":
+            raise KeyboardInterrupt(Row(candidate, env_steps=8, seconds=0.1, interrupted=True))
+        return Row(candidate, env_steps=100, seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
+
+    monkeypatch.setattr(tuner, "measure", interrupted)
+    with pytest.raises(tuner.TuneInterrupted) as stop:
+        tune(CARTPOLE, seconds=0.2, quiet=True)
+    assert [r.env_steps for r in stop.value.result.rows] == [100, 8] and stop.value.result.interrupted
+    assert not cache_dir.exists() or not list(cache_dir.iterdir())
+
+
+def test_backend_auto_without_a_tune_result_is_dummy_and_says_so(capsys):
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", num_workers=2, start_method="spawn")) as venv:
+        assert isinstance(venv, mv.DummyVecEnv)
+    err = capsys.readouterr().err
+    assert err.startswith("marl_vec: backend auto -> dummy (no tune result for this config on this machine, "
+                          "so the default; `marl-vec tune CONFIG` measures the choices)")
+    # the async pool needs processes: its default is subproc
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", batch_size=2)) as venv:
+        assert type(venv).__name__ == "SubprocVecEnv"
+
+
+def test_backend_auto_takes_the_cached_choice(measured, capsys):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    with mv.make(_with(CARTPOLE, "vec", backend="auto")) as venv:
+        assert type(venv).__name__ == "SubprocVecEnv" and venv.num_workers == 2
+        venv.reset()
+    err = capsys.readouterr().err
+    assert err.startswith("marl_vec: backend auto -> subproc, 2 workers (the fastest in `marl-vec tune` on this machine, ")
+    assert str(tune_cache.cache_dir()) in err
+    # a config that names its backend never reads the cache
+    with mv.make(CARTPOLE) as venv:
+        assert isinstance(venv, mv.DummyVecEnv)
+    assert capsys.readouterr().err == ""
+
+
+def test_backend_auto_after_a_real_tune(capsys):
+    result = mv.tune(CARTPOLE, seconds=0.2, progress=False, quiet=True)
+    with make_from_config(load_config(_with(CARTPOLE, "vec", backend="auto"))) as venv:
+        assert getattr(venv, "num_workers", None) == result.choice["num_workers"]
+        assert (type(venv).__name__ == "DummyVecEnv") == (result.choice["backend"] == "dummy")
+    assert f"backend auto -> {tune_cache.describe_choice(result.choice)} (the fastest" in capsys.readouterr().err
+
+
+def test_a_chosen_engine_goes_into_the_env_kwargs():
+    cfg = load_config({"env": {"family": "atari", "id": "ALE/Pong-v5", "kwargs": {"preprocess": True}},
+                       "vec": {"backend": "auto", "start_method": "spawn"}})
+    out = apply_choice(cfg, {"backend": "dummy", "num_workers": None, "engine": "python"})
+    assert out.env.kwargs == {"preprocess": True, "engine": "python"}
+    assert (out.vec.backend, out.vec.num_workers, out.vec.start_method) == ("dummy", None, None)
+    out = apply_choice(cfg, {"backend": "subproc", "num_workers": 2})
+    assert out.env.kwargs == {"preprocess": True} and out.vec.start_method == "spawn"
+    # an engine the config names is part of the key; none or auto is not (the tuner chooses it)
+    data = cfg.model_dump(by_alias=True)
+    key = tune_cache.config_key(data)
+    assert tune_cache.config_key(_with(data, "env", kwargs={"preprocess": True, "engine": "auto"})) == key
+    assert tune_cache.config_key(_with(data, "env", kwargs={"preprocess": True, "engine": "python"})) != key
+
+
+def test_the_cache_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("MARL_VEC_TUNE_CACHE", str(tmp_path / "x"))
+    assert tune_cache.cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("MARL_VEC_TUNE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tune_cache.cache_dir() == tmp_path / "xdg" / "marl_vec" / "tune"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert tune_cache.cache_dir() == tmp_path / "home" / ".cache" / "marl_vec" / "tune"
