@@ -135,10 +135,12 @@ class TuneResult:
 
     def vec_section(self) -> dict[str, Any]:
         """The config's ``vec`` section with the fastest choice in it."""
-        vec = {k: v for k, v in self.vec.items() if k not in ("backend", "num_workers")}
+        vec = {"num_envs": self.num_envs, **self.vec}  # the config's order, backend where it was
         vec["backend"] = self.choice["backend"]
+        vec.pop("num_workers", None)
         if self.choice["num_workers"] is not None:
-            vec["num_workers"] = self.choice["num_workers"]
+            vec = {k: v for item in vec.items() for k, v in
+                   ([item, ("num_workers", self.choice["num_workers"])] if item[0] == "backend" else [item])}
         else:
             vec.pop("start_method", None)
         return vec

@@ -2,7 +2,14 @@
 ``long`` (10,000 examples per test: ``pytest --hypothesis-profile=long tests/fuzz``).
 
 A test that sets its own ``max_examples`` keeps it under either profile.
+
+And the tune cache of the session: what a test (or a doc example it runs) tunes
+goes to a temporary folder, never into the user's ``~/.cache/marl_vec/tune``.
 """
+
+import os
+
+import pytest
 
 try:
     from hypothesis import HealthCheck, Phase, settings
@@ -22,3 +29,14 @@ if settings is not None:
         "long", max_examples=10_000, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
     )
     settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _tune_cache_of_the_session(tmp_path_factory):
+    old = os.environ.get("MARL_VEC_TUNE_CACHE")
+    os.environ["MARL_VEC_TUNE_CACHE"] = str(tmp_path_factory.mktemp("tune-cache"))
+    yield
+    if old is None:
+        os.environ.pop("MARL_VEC_TUNE_CACHE", None)
+    else:
+        os.environ["MARL_VEC_TUNE_CACHE"] = old
