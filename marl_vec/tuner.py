@@ -155,17 +155,18 @@ class TuneResult:
         measured = [r for r in self.rows if not r.skipped and r.env_steps]
         top = max((r.rate for r in measured), default=0.0)
         kind = next((r.memory_kind for r in measured if r.memory_kind), "PSS")
-        out.append(f"  {'choice':<34} {'workers x envs':>14} {'env-steps/s':>12} {'vs best':>8} "
+        width = max([len("choice")] + [len(r.candidate.label()) for r in self.rows])
+        out.append(f"  {'choice':<{width}} {'workers x envs':>14} {'env-steps/s':>12} {'vs best':>8} "
                    f"{'CPU us/env-step':>16} {'cores busy':>11} {'memory (' + kind + ')':>14}")
         best = self.best if measured else None
         for row in self.rows:
             mark = "*" if row is best else " "
             layout = _layout(row.candidate, self.num_envs)
             if row.skipped:
-                out.append(f"{mark} {row.candidate.label():<34} {layout:>14}   skipped: {row.skipped}")
+                out.append(f"{mark} {row.candidate.label():<{width}} {layout:>14}   skipped: {row.skipped}")
                 continue
             remark = "  (interrupted)" if row.interrupted else ""
-            out.append(f"{mark} {row.candidate.label():<34} {layout:>14} {row.rate:>12,.0f} {row.rate / top:>7.2f}x "
+            out.append(f"{mark} {row.candidate.label():<{width}} {layout:>14} {row.rate:>12,.0f} {row.rate / top:>7.2f}x "
                        f"{row.cpu_us_per_step:>16.1f} {row.cores_busy:>11.2f} {row.memory / 2**20:>11.0f} MB{remark}")
         if self.load[0] >= self.cores:
             out.append(f"note: load average {self.load[0]:.2f} >= {self.cores} cores before the runs: other jobs held the "
@@ -270,7 +271,7 @@ def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = 
                     result = venv.step(policy(result))
                     row.env_steps += num_envs
                     row.seconds = time.perf_counter() - start
-                    if row.seconds - shown >= 0.1:
+                    if row.seconds - shown >= 0.1 or row.env_steps >= bar.total:
                         shown = row.seconds
                         bar.set_total(max(row.env_steps, int(row.env_steps * seconds / row.seconds)))
                     bar.update(num_envs)
@@ -307,10 +308,15 @@ def _write_target(source: Any) -> Path:
     return path
 
 
-def write_back(source: Any, choice: Mapping[str, Any]) -> str:
-    """Set the fastest choice in the config file ``source``, keeping the rest of it; returns what it changed where."""
+def write_back(source: Any, choice: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> str:
+    """Set the fastest choice in the config file ``source``, keeping the rest of it; returns what it changed where.
+
+    ``overrides`` (dotted keys) the config was measured with are written too, so that
+    the file is the config that was measured.
+    """
     path = _write_target(source)
-    updates: dict[tuple[str, ...], Any] = {("vec", "backend"): choice["backend"]}
+    updates: dict[tuple[str, ...], Any] = {tuple(key.split(".")): value for key, value in (overrides or {}).items()}
+    updates[("vec", "backend")] = choice["backend"]
     if choice.get("num_workers") is None:
         updates[("vec", "num_workers")] = DELETE
         updates[("vec", "start_method")] = DELETE
@@ -322,7 +328,8 @@ def write_back(source: Any, choice: Mapping[str, Any]) -> str:
         path.write_text(set_keys(path.read_text(), updates))
     except YamlEditError as exc:
         raise ConfigError(f"{path}: {exc}; nothing written: paste the vec section printed above") from None
-    return f"wrote            {tune_cache.describe_choice(choice)} into {path}"
+    also = f" (and {', '.join(overrides)})" if overrides else ""
+    return f"wrote            {tune_cache.describe_choice(choice)}{also} into {path}"
 
 
 def tune(
@@ -342,7 +349,7 @@ def tune(
         overrides: dotted config keys (``{"vec.num_envs": 32}``).
         progress: show a progress bar for each measurement.
         force: measure even when a cached result for this config and machine exists.
-        write: set the fastest choice in the config file (a YAML path of yours).
+        write: set the fastest choice in the config file (a YAML path of yours), and ``overrides``.
         quiet: print nothing (the table is ``str(result)``).
 
     Raises:
@@ -362,7 +369,7 @@ def tune(
         result = _measure_all(cfg, seconds, progress, quiet)
         tune_cache.save(data, {**result.to_json(), "when": result.when})
     if write:
-        result.written = write_back(config, result.choice)
+        result.written = write_back(config, result.choice, overrides)
     if not quiet:
         print(result, flush=True)
     return result

@@ -105,3 +105,17 @@ def test_a_file_that_cannot_be_edited_is_left_alone(tmp_path, monkeypatch, capsy
     assert main(["tune", str(path), "--write", "--seconds", "0.2", "--no-progress"]) == 2
     assert "nothing written: paste the vec section printed above" in capsys.readouterr().err
     assert path.read_text() == text
+
+
+def test_write_also_writes_the_overrides_it_measured_with(tmp_path, monkeypatch, capsys):
+    fake_rates(monkeypatch, {None: 100.0, 1: 50.0, 2: 400.0})
+    path = tmp_path / "spread.yaml"
+    shutil.copy(resolve_config_path("mpe/simple_spread"), path)
+    before = path.read_text()
+    assert main(["tune", str(path), "-o", "vec.num_envs=32", "-o", "env.kwargs.N=4", "--write", "--seconds", "0.2",
+                 "--no-progress"]) == 0
+    assert f"wrote            subproc, 2 workers (and vec.num_envs, env.kwargs.N) into {path}" in capsys.readouterr().out
+    assert path.read_text() == before.replace("{N: 3,", "{N: 4,").replace("num_envs: 8", "num_envs: 32").replace(
+        "  backend: dummy\n", "  backend: subproc\n").replace("  autoreset: same_step\n", "  autoreset: same_step\n  num_workers: 2\n")
+    # the file is now the config that was measured: its tune result is a cache hit
+    assert mv.tune(path, quiet=True).cached
