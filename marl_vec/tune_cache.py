@@ -98,9 +98,19 @@ def load(data: Mapping[str, Any]) -> dict[str, Any] | None:
         result = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(result, dict) or result.get("format") != FORMAT or not isinstance(result.get("choice"), dict):
+    if not isinstance(result, dict) or result.get("format") != FORMAT or not _valid_choice(result.get("choice")):
         return None
     return result
+
+
+def _valid_choice(choice: Any) -> bool:
+    """A choice the tuner makes: dummy, or subproc with a worker count (and maybe an engine name)."""
+    if not isinstance(choice, dict) or choice.get("backend") not in ("dummy", "subproc"):
+        return False
+    workers = choice.get("num_workers")
+    if (choice["backend"] == "dummy") != (workers is None):
+        return False
+    return (workers is None or (isinstance(workers, int) and workers >= 1)) and isinstance(choice.get("engine", ""), str)
 
 
 def save(data: Mapping[str, Any], result: Mapping[str, Any]) -> Path:

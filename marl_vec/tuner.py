@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Union
 
@@ -111,12 +111,11 @@ class TuneResult:
     when: str
     load: tuple[float, float, float]
     cores: int
-    vec: dict[str, Any]  # the config's vec section (its non-default keys)
+    vec: dict[str, Any]  # the keys the config's vec section sets
     cached: bool = False
     cache_file: str | None = None
     interrupted: bool = False
     written: str | None = None  # what --write changed, where
-    engines: bool = field(default=False)  # whether engines were compared (an engine column)
 
     @property
     def best(self) -> Row:
@@ -135,15 +134,18 @@ class TuneResult:
 
     def vec_section(self) -> dict[str, Any]:
         """The config's ``vec`` section with the fastest choice in it."""
-        vec = {"num_envs": self.num_envs, **self.vec}  # the config's order, backend where it was
-        vec["backend"] = self.choice["backend"]
-        vec.pop("num_workers", None)
-        if self.choice["num_workers"] is not None:
-            vec = {k: v for item in vec.items() for k, v in
-                   ([item, ("num_workers", self.choice["num_workers"])] if item[0] == "backend" else [item])}
-        else:
-            vec.pop("start_method", None)
-        return vec
+        choice = self.choice
+        vec = {"num_envs": self.num_envs, **self.vec}
+        vec.setdefault("backend", None)  # in the config's order: backend where it was, else last
+        out: dict[str, Any] = {}
+        for key, value in vec.items():
+            if key == "backend":
+                out["backend"] = choice["backend"]
+                if choice["num_workers"] is not None:
+                    out["num_workers"] = choice["num_workers"]
+            elif key != "num_workers" and not (key == "start_method" and choice["num_workers"] is None):
+                out[key] = value
+        return out
 
     def lines(self) -> list[str]:
         """The report: header, table, the fastest, its vec section."""
@@ -186,13 +188,13 @@ class TuneResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "num_envs": self.num_envs, "seconds": self.seconds, "when": self.when,
-                "load": list(self.load), "cores": self.cores, "vec": self.vec, "engines": self.engines,
+                "load": list(self.load), "cores": self.cores, "vec": self.vec,
                 "rows": [r.to_json() for r in self.rows], "choice": self.choice}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], cache_file: str) -> "TuneResult":
         return cls(title=data["title"], num_envs=data["num_envs"], seconds=data["seconds"], when=data["when"],
-                   load=tuple(data["load"]), cores=data["cores"], vec=data["vec"], engines=data.get("engines", False),
+                   load=tuple(data["load"]), cores=data["cores"], vec=data["vec"],
                    rows=[Row.from_json(r) for r in data["rows"]], cached=True, cache_file=cache_file)
 
 
@@ -362,17 +364,26 @@ def tune(
     if write:
         _write_target(config)  # refuse before measuring, not after
     data = cfg.model_dump(by_alias=True)
-    cached = None if force else tune_cache.load(data)
-    if cached is not None:
-        result = TuneResult.from_json(cached, str(tune_cache.cache_path(data)))
-    else:
+    result = None if force else _cached(data)
+    if result is None:
         result = _measure_all(cfg, seconds, progress, quiet)
-        tune_cache.save(data, {**result.to_json(), "when": result.when})
+        tune_cache.save(data, result.to_json())
     if write:
         result.written = write_back(config, result.choice, overrides)
     if not quiet:
         print(result, flush=True)
     return result
+
+
+def _cached(data: Mapping[str, Any]) -> TuneResult | None:
+    """The cached result for this config here, or None (none, or one this version cannot read)."""
+    cached = tune_cache.load(data)
+    if cached is None:
+        return None
+    try:
+        return TuneResult.from_json(cached, str(tune_cache.cache_path(data)))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _measure_all(cfg: Config, seconds: float, progress: bool, quiet: bool) -> TuneResult:
@@ -382,7 +393,6 @@ def _measure_all(cfg: Config, seconds: float, progress: bool, quiet: bool) -> Tu
         when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load=os.getloadavg(), cores=cores,
         vec=cfg.vec.model_dump(by_alias=True, exclude_unset=True))
     todo = candidates(cfg, cores)
-    result.engines = any(c.engine for c in todo)
     if not quiet:
         print(f"marl-vec tune: measuring {len(todo)} choices for {result.title}, {result.num_envs} envs, "
               f"{seconds:g} s each", flush=True)

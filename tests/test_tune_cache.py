@@ -96,10 +96,17 @@ def test_another_machine_or_version_misses(measured, monkeypatch):
 def test_an_unreadable_cache_file_is_a_miss(measured):
     tune(CARTPOLE, seconds=0.2, quiet=True)
     path = tune_cache.cache_path(load_config(CARTPOLE).model_dump(by_alias=True))
-    for text in ("{not json", json.dumps({"format": 999, "choice": {}}), json.dumps([1, 2])):
+    choice = {"backend": "subproc", "num_workers": 2}
+    for text in ("{not json", json.dumps({"format": 999, "choice": choice}), json.dumps([1, 2]),
+                 json.dumps({"format": tune_cache.FORMAT, "choice": {"backend": "threads"}}),
+                 json.dumps({"format": tune_cache.FORMAT, "choice": {"backend": "subproc", "num_workers": 0}})):
         path.write_text(text)
         assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True)) is None
         assert not tune(CARTPOLE, seconds=0.2, quiet=True).cached  # measures and stores again
+    # a choice without its table: `backend: auto` can use it, `tune` measures again
+    path.write_text(json.dumps({"format": tune_cache.FORMAT, "choice": choice}))
+    assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True))["choice"] == choice
+    assert not tune(CARTPOLE, seconds=0.2, quiet=True).cached
 
 
 def test_an_interrupted_tune_caches_nothing(monkeypatch, cache_dir):
