@@ -60,3 +60,18 @@ def test_disabled_shows_nothing(stream):
     with Progress(4, "x", enabled=False, stream=stream) as bar:
         bar.update(4)
     assert stream.getvalue() == "" and bar.done == 4
+
+
+def test_a_new_total_moves_the_quarters():
+    out = io.StringIO()
+    with Progress(4, "tune", stream=out, unit="env-step") as bar:
+        bar.update()  # 1/4: the first quarter
+        bar.set_total(100)  # a run that ends by the clock re-estimates its total
+        bar.update(49)
+        bar.set_total(60)
+        bar.update(10)
+    assert _plain(out.getvalue()) == [
+        "tune: 1/4 env-steps (25%) in T s",
+        "tune: 50/100 env-steps (50%) in T s",
+        "tune: 60/60 env-steps (100%) in T s",
+    ]
