@@ -4,7 +4,7 @@
     marl-vec info CONFIG                             spec and env_info
     marl-vec render CONFIG --out run.gif [--steps N] all envs of a rollout, tiled, as a GIF
     marl-vec bench [CONFIG] [--backends dummy,subproc]  env-steps/s of each backend on this config
-    marl-vec tune [CONFIG] [--seconds 3] [--write]  the fastest backend (and engine) for CONFIG here
+    marl-vec tune [CONFIG] [--seconds 3] [--write]   the fastest backend (and engine) for CONFIG here
     marl-vec list                                    env families and shipped configs
 
 CONFIG is a YAML path or a shipped config name (``mpe/simple_spread``, the default).
@@ -242,8 +242,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     cfg = _load(args)  # fails here on a bad config, before anything runs
     try:
-        tune(args.config, seconds=args.seconds, overrides=_parse_overrides(args.override), progress=not args.no_progress,
-             force=args.force, write=args.write)
+        tune(args.config, seconds=args.seconds, overrides=_parse_overrides(args.override), rounds=args.rounds,
+             progress=not args.no_progress, force=args.force, write=args.write)
     except TuneInterrupted as stop:
         _interrupted(sum(r.env_steps for r in stop.result.rows if r.interrupted) // cfg.vec.num_envs)
         print("nothing cached or written", flush=True)
@@ -320,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="measure in-process and worker-process choices here, keep the fastest")
     with_config(tune, optional=True)
     tune.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
+    tune.add_argument("--rounds", type=int, default=1,
+                      help="measure every choice this many times, in turns, and show the spread (default 1)")
     tune.add_argument("--write", action="store_true", help="write the fastest choice into the config file")
     tune.add_argument("--force", action="store_true", help="measure again even when a cached result exists")
     tune.add_argument("--no-progress", action="store_true", help="no progress bar")

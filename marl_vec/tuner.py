@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Union
 
@@ -78,6 +78,18 @@ class Row:
     memory_kind: str = ""
     skipped: str | None = None
     interrupted: bool = False
+    rounds: list[float] = field(default_factory=list)  # env-steps/s of each round
+
+    def add(self, other: "Row") -> None:
+        """Count another round's measurement of the same candidate into this row."""
+        self.env_steps += other.env_steps
+        self.seconds += other.seconds
+        self.cpu_seconds += other.cpu_seconds
+        self.memory = max(self.memory, other.memory)
+        self.memory_kind = other.memory_kind or self.memory_kind
+        self.interrupted = self.interrupted or other.interrupted
+        if other.env_steps:
+            self.rounds.append(other.rate)
 
     @property
     def rate(self) -> float:
@@ -106,12 +118,13 @@ class TuneResult:
 
     title: str
     num_envs: int
-    seconds: float
+    seconds: float  # per round of a choice
     rows: list[Row]
     when: str
     load: tuple[float, float, float]
     cores: int
     vec: dict[str, Any]  # the keys the config's vec section sets
+    rounds: int = 1
     cached: bool = False
     cache_file: str | None = None
     interrupted: bool = False
@@ -149,7 +162,8 @@ class TuneResult:
 
     def lines(self) -> list[str]:
         """The report: header, table, the fastest, its vec section."""
-        out = [f"marl-vec tune: {self.title}, {self.num_envs} envs, {self.seconds:g} s per choice",
+        rounds = f" x {self.rounds} rounds, interleaved" if self.rounds > 1 else ""
+        out = [f"marl-vec tune: {self.title}, {self.num_envs} envs, {self.seconds:g} s per choice{rounds}",
                f"machine          {self.cores} usable cores (of {os.cpu_count()}), load average "
                f"{self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f} (1, 5, 15 min) before the runs, {self.when}"]
         if self.cached:
@@ -158,8 +172,10 @@ class TuneResult:
         top = max((r.rate for r in measured), default=0.0)
         kind = next((r.memory_kind for r in measured if r.memory_kind), "PSS")
         width = max([len("choice")] + [len(r.candidate.label()) for r in self.rows])
+        spread = any(len(r.rounds) > 1 for r in self.rows)
         out.append(f"  {'choice':<{width}} {'workers x envs':>14} {'env-steps/s':>12} {'vs best':>8} "
-                   f"{'CPU us/env-step':>16} {'cores busy':>11} {'memory (' + kind + ')':>14}")
+                   f"{'CPU us/env-step':>16} {'cores busy':>11} {'memory (' + kind + ')':>14}"
+                   + ("   rounds: min-max env-steps/s" if spread else ""))
         best = self.best if measured else None
         for row in self.rows:
             mark = "*" if row is best else " "
@@ -167,7 +183,8 @@ class TuneResult:
             if row.skipped:
                 out.append(f"{mark} {row.candidate.label():<{width}} {layout:>14}   skipped: {row.skipped}")
                 continue
-            remark = "  (interrupted)" if row.interrupted else ""
+            remark = f"   {min(row.rounds):,.0f}-{max(row.rounds):,.0f}" if spread and row.rounds else ""
+            remark += "  (interrupted)" if row.interrupted else ""
             out.append(f"{mark} {row.candidate.label():<{width}} {layout:>14} {row.rate:>12,.0f} {row.rate / top:>7.2f}x "
                        f"{row.cpu_us_per_step:>16.1f} {row.cores_busy:>11.2f} {row.memory / 2**20:>11.0f} MB{remark}")
         if self.load[0] >= self.cores:
@@ -187,13 +204,15 @@ class TuneResult:
         return "\n".join(self.lines())
 
     def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "num_envs": self.num_envs, "seconds": self.seconds, "when": self.when,
+        return {"title": self.title, "num_envs": self.num_envs, "seconds": self.seconds, "rounds": self.rounds,
+                "when": self.when,
                 "load": list(self.load), "cores": self.cores, "vec": self.vec,
                 "rows": [r.to_json() for r in self.rows], "choice": self.choice}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], cache_file: str) -> "TuneResult":
-        return cls(title=data["title"], num_envs=data["num_envs"], seconds=data["seconds"], when=data["when"],
+        return cls(title=data["title"], num_envs=data["num_envs"], seconds=data["seconds"], rounds=data["rounds"],
+                   when=data["when"],
                    load=tuple(data["load"]), cores=data["cores"], vec=data["vec"],
                    rows=[Row.from_json(r) for r in data["rows"]], cached=True, cache_file=cache_file)
 
@@ -246,9 +265,10 @@ def candidates(cfg: Config, cores: int) -> list[Candidate]:
     return out
 
 
-def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = True) -> Row:
+def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = True, label: str | None = None) -> Row:
     """Step ``cfg`` run as ``candidate`` with a random policy for ``seconds`` (after a warm-up).
 
+    ``label`` names the progress bar (default: the candidate's label).
     On Ctrl-C, closes the envs and raises :class:`KeyboardInterrupt` with the partial
     row as its argument.
     """
@@ -268,7 +288,7 @@ def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = 
             pids = tree_usage.tree_pids()
             cpu0, start = tree_usage.cpu_seconds(pids), time.perf_counter()
             shown = 0.0
-            with Progress(total, candidate.label(), enabled=progress, unit="env-step") as bar:
+            with Progress(total, label or candidate.label(), enabled=progress, unit="env-step") as bar:
                 while row.seconds < seconds:
                     result = venv.step(policy(result))
                     row.env_steps += num_envs
@@ -294,9 +314,11 @@ def _engine_problem(exc: BaseException) -> str:
     return str(cause).splitlines()[0]
 
 
-def _check_seconds(seconds: Any) -> float:
+def _check_seconds(seconds: Any, rounds: Any) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"seconds per measurement must be a number > 0 (e.g. {DEFAULT_SECONDS:g}); got {seconds!r}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError(f"rounds must be an integer >= 1 (each round measures every choice once); got {rounds!r}")
     return float(seconds)
 
 
@@ -338,6 +360,7 @@ def tune(
     config: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None,
     seconds: float = DEFAULT_SECONDS,
     overrides: Mapping[str, Any] | None = None,
+    rounds: int = 1,
     progress: bool = True,
     force: bool = False,
     write: bool = False,
@@ -349,6 +372,8 @@ def tune(
         config: a YAML path, a shipped config name, a dict or a :class:`Config` (default ``mpe/simple_spread``).
         seconds: per measurement (> 0).
         overrides: dotted config keys (``{"vec.num_envs": 32}``).
+        rounds: measure every choice this many times, in turns (a loaded machine's noise
+            spreads over all choices alike); the table adds each row's spread.
         progress: show a progress bar for each measurement.
         force: measure even when a cached result for this config and machine exists.
         write: set the fastest choice in the config file (a YAML path of yours), and ``overrides``.
@@ -358,7 +383,7 @@ def tune(
         ConfigError: a bad config, ``seconds``, or a ``write`` that cannot be done.
         TuneInterrupted: Ctrl-C; its ``result`` holds the rows measured (nothing is cached).
     """
-    seconds = _check_seconds(seconds)
+    seconds = _check_seconds(seconds, rounds)
     cfg = config if isinstance(config, Config) and not overrides else load_config(
         config.model_dump(by_alias=True) if isinstance(config, Config) else config, overrides)
     if write:
@@ -366,7 +391,7 @@ def tune(
     data = cfg.model_dump(by_alias=True)
     result = None if force else _cached(data)
     if result is None:
-        result = _measure_all(cfg, seconds, progress, quiet)
+        result = _measure_all(cfg, seconds, rounds, progress, quiet)
         tune_cache.save(data, result.to_json())
     if write:
         result.written = write_back(config, result.choice, overrides)
@@ -386,41 +411,42 @@ def _cached(data: Mapping[str, Any]) -> TuneResult | None:
         return None
 
 
-def _measure_all(cfg: Config, seconds: float, progress: bool, quiet: bool) -> TuneResult:
+def _measure_all(cfg: Config, seconds: float, rounds: int, progress: bool, quiet: bool) -> TuneResult:
     cores = usable_cores()
-    result = TuneResult(
-        title=f"{cfg.env.family} {cfg.env.id}", num_envs=cfg.vec.num_envs, seconds=seconds, rows=[],
-        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load=os.getloadavg(), cores=cores,
-        vec=cfg.vec.model_dump(by_alias=True, exclude_unset=True))
     todo = candidates(cfg, cores)
+    result = TuneResult(
+        title=f"{cfg.env.family} {cfg.env.id}", num_envs=cfg.vec.num_envs, seconds=seconds,
+        rows=[Row(c) for c in todo], when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load=os.getloadavg(),
+        cores=cores, vec=cfg.vec.model_dump(by_alias=True, exclude_unset=True), rounds=rounds)
     if not quiet:
+        times = f" x {rounds} rounds" if rounds > 1 else ""
         print(f"marl-vec tune: measuring {len(todo)} choices for {result.title}, {result.num_envs} envs, "
-              f"{seconds:g} s each", flush=True)
-    bad_engines: dict[str, str] = {}
-    for candidate in todo:
-        if candidate.engine in bad_engines:
-            result.rows.append(Row(candidate, skipped=bad_engines[candidate.engine]))
-            continue
-        try:
-            result.rows.append(measure(cfg, candidate, seconds, progress))
-        except KeyboardInterrupt as stop:
-            partial = stop.args[0] if stop.args and isinstance(stop.args[0], Row) else None
-            if partial is not None and partial.env_steps:
-                result.rows.append(partial)
-            result.interrupted = True
-            if not quiet:
-                print(result, flush=True)
-            raise TuneInterrupted(result) from None
-        except (SetupError, ValueError, WorkerError) as exc:
-            # an engine that cannot run here (not installed, refuses the options) is skipped; any
-            # other error is the config's and stops the run
-            if candidate.engine is None or isinstance(exc, ConfigError):
-                raise
-            bad_engines[candidate.engine] = _engine_problem(exc)
-            result.rows.append(Row(candidate, skipped=bad_engines[candidate.engine]))
-    if not any(r.env_steps for r in result.rows):
-        reasons = "; ".join(sorted(set(bad_engines.values())))
+              f"{seconds:g} s each{times}", flush=True)
+    for round_ in range(rounds):
+        for row in result.rows:
+            if row.skipped:
+                continue
+            label = f"{row.candidate.label()} (round {round_ + 1}/{rounds})" if rounds > 1 else None
+            try:
+                row.add(measure(cfg, row.candidate, seconds, progress, label))
+            except KeyboardInterrupt as stop:
+                partial = stop.args[0] if stop.args and isinstance(stop.args[0], Row) else None
+                if partial is not None:
+                    row.add(partial)
+                result.rows = [r for r in result.rows if r.env_steps or r.skipped]  # what was measured
+                result.interrupted = True
+                if not quiet:
+                    print(result, flush=True)
+                raise TuneInterrupted(result) from None
+            except (SetupError, ValueError, WorkerError) as exc:
+                # an engine that cannot run here (not installed, refuses the options) is skipped with
+                # its other choices; any other error is the config's and stops the run
+                if row.candidate.engine is None or isinstance(exc, ConfigError):
+                    raise
+                for other in result.rows:
+                    if other.candidate.engine == row.candidate.engine:
+                        other.skipped = _engine_problem(exc)
+    if not any(r.env_steps and not r.skipped for r in result.rows):
+        reasons = "; ".join(sorted({r.skipped for r in result.rows if r.skipped}))
         raise ConfigError(f"no way to run {result.title} could be measured: {reasons}")
     return result
-
-

@@ -101,7 +101,7 @@ def test_worker_counts_and_the_engines_of_atari():
 def test_an_engine_that_cannot_run_is_skipped_with_its_reason(monkeypatch):
     calls = []
 
-    def fake_measure(cfg, candidate, seconds, progress=True):
+    def fake_measure(cfg, candidate, seconds, progress=True, label=None):
         calls.append(candidate)
         if candidate.engine == "envpool":
             raise mv.SetupError("envpool is not installed: pip install 'marl_vec[envpool]'")
@@ -150,3 +150,27 @@ def test_backend_auto_is_a_config_value():
     cfg = load_config({**CARTPOLE, "vec": {"backend": "auto"}})
     assert cfg.vec.backend == "auto"
     assert load_config(CARTPOLE).vec.backend == "dummy"  # the default stays
+
+
+def test_rounds_measure_every_choice_in_turns_and_show_the_spread(monkeypatch, capsys):
+    order = []
+    rates = iter([100.0, 200.0, 300.0, 150.0, 250.0, 350.0])
+
+    def fake_measure(cfg, candidate, seconds, progress=True, label=None):
+        order.append((candidate.num_workers, label))
+        rate = next(rates)
+        return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
+
+    monkeypatch.setattr(tuner, "measure", fake_measure)
+    monkeypatch.setattr(tuner, "usable_cores", lambda: 2)
+    result = tune(CARTPOLE, seconds=SECONDS, rounds=2, progress=False)
+    assert order == [(None, "dummy (round 1/2)"), (1, "subproc, 1 worker (round 1/2)"),
+                     (2, "subproc, 2 workers (round 1/2)"), (None, "dummy (round 2/2)"),
+                     (1, "subproc, 1 worker (round 2/2)"), (2, "subproc, 2 workers (round 2/2)")]
+    assert [r.rounds for r in result.rows] == [[100.0, 150.0], [200.0, 250.0], [300.0, 350.0]]
+    assert [r.rate for r in result.rows] == [125.0, 225.0, 325.0] and result.rounds == 2
+    out = capsys.readouterr().out
+    assert "0.2 s each x 2 rounds" in out and "0.2 s per choice x 2 rounds, interleaved" in out
+    assert "rounds: min-max env-steps/s" in out and "   300-350" in out
+    with pytest.raises(mv.ConfigError, match=r"rounds must be an integer >= 1 .*; got 0"):
+        tune(CARTPOLE, rounds=0, quiet=True)

@@ -33,7 +33,7 @@ def measured(monkeypatch):
     """Replaces the measurements by RATES; the list holds the candidates measured."""
     calls: list[Candidate] = []
 
-    def fake_measure(cfg, candidate, seconds, progress=True):
+    def fake_measure(cfg, candidate, seconds, progress=True, label=None):
         calls.append(candidate)
         rate = RATES[candidate.num_workers or "dummy"]
         return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
@@ -110,7 +110,7 @@ def test_an_unreadable_cache_file_is_a_miss(measured):
 
 
 def test_an_interrupted_tune_caches_nothing(monkeypatch, cache_dir):
-    def interrupted(cfg, candidate, seconds, progress=True):
+    def interrupted(cfg, candidate, seconds, progress=True, label=None):
         if candidate.backend == "subproc":
             raise KeyboardInterrupt(Row(candidate, env_steps=8, seconds=0.1, interrupted=True))
         return Row(candidate, env_steps=100, seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")

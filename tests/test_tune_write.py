@@ -26,7 +26,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 def fake_rates(monkeypatch, rates: dict) -> None:
     """Measurements replaced: ``rates`` by worker count (None: dummy)."""
-    def fake_measure(cfg, candidate, seconds, progress=True):
+    def fake_measure(cfg, candidate, seconds, progress=True, label=None):
         rate = rates[candidate.num_workers]
         return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
 
