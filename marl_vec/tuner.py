@@ -6,9 +6,11 @@ evenly over them), and for a family with engines (Atari) each engine, unless
 the config names one. Each choice runs a random policy for ``seconds`` (after a
 short warm-up) with a progress bar. The table gives env-steps/s, CPU time per
 env-step and the cores kept busy (this process and its workers), and memory
-(PSS of the process tree, :mod:`marl_vec.tree_usage`). The fastest choice is
-kept in the cache (:mod:`marl_vec.tune_cache`) for ``backend: auto``, printed as
-a ``vec:`` section, and with ``write=True`` written into the config file.
+(PSS of the process tree, :mod:`marl_vec.tree_usage`). ``rounds`` measures
+every choice that many times, in turns. The fastest choice (a choice with fewer
+processes within :data:`MARGIN` of it wins instead) is kept in the cache
+(:mod:`marl_vec.tune_cache`) for ``backend: auto``, printed as a ``vec:``
+section, and with ``write=True`` written into the config file.
 
 Example:
     >>> import marl_vec as mv
