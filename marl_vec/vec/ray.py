@@ -56,7 +56,7 @@ from marl_vec.errors import SameEnvError, SetupError
 from marl_vec.spec import SpecMismatchError
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool
-from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, GroupHost
+from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, FailedStep, GroupHost
 from marl_vec.vec.ray_faults import RayFaults, RayWorkerError, _Lost
 from marl_vec.vec.ray_options import TRANSPORTS, _block_count, _merge_options
 from marl_vec.vec.ray_pool import RayPool
@@ -262,11 +262,17 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             if not self._owes_answers():
                 self._step_answers = {}
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        failed: RayWorkerError | None = None
         for w, result in sorted(results.items()):
             start = self.blocks[w].start
             block_infos = self._replace_lost(w, result.error) if isinstance(result, _Lost) else result
             for j, info in block_infos.items():
-                infos[start + j] = info
+                if isinstance(info, FailedStep):  # its block's rows are in the buffers: raised below
+                    failed = failed or self._raised(w, "step", info.env_index, info.text)
+                else:
+                    infos[start + j] = info
+        if failed is not None:  # as SubprocVecEnv: the pool stays empty until reset() or step()
+            raise failed
         self._pool_restart(step=True)
         return infos
 

@@ -52,6 +52,16 @@ class FailedStep:
     text: str
 
 
+def _one_env_failed(exc: BaseException, settled: list | None, start: int) -> int | None:
+    """The global index of the env whose error ``exc`` is, when it raised part-way through a
+    step of the group starting at ``start`` and the envs before it were settled; else None
+    (the whole block's error: the caller re-raises it)."""
+    failed = getattr(exc, "marl_vec_env_index", None)
+    if failed is None or settled is None or len(settled) != failed - start:
+        return None
+    return failed
+
+
 class GroupHost:
     """Body of a Ray actor: one EnvGroup over buffers of its own block only."""
 
@@ -138,6 +148,26 @@ class GroupHost:
         return self._out, None, {j: info for j, info in zip(ids, infos) if info}
 
     def step(self, actions: np.ndarray):
+        """A synchronous step of the block. An env that raises part-way (no restart left)
+        answers as the rows of the block, the envs before it with their step (EnvGroup's
+        bookkeeping), and a :class:`FailedStep` as its info, which the driver raises once the
+        rows are in its buffers; the envs after it are not stepped."""
+        group = self.group
+        group.settled = None  # set by the group when an env raises part-way through the step
+        try:
+            return self._step(actions)
+        except Exception as exc:  # noqa: BLE001 - one env's error goes to the driver with the rows
+            failed = _one_env_failed(exc, group.settled, self.start)
+            if failed is None:
+                raise
+            settled = group.settled
+            assert settled is not None
+            k = failed - self.start
+            infos: dict[int, Any] = {j: info for j, info in enumerate(settled) if info}
+            infos[k] = FailedStep(failed, _traceback_text(exc))
+            return self._step_envs([], infos, k)
+
+    def _step(self, actions: np.ndarray):
         spaces.tree_map(np.copyto, self.group.actions, actions)  # Dict/Tuple actions: leaf by leaf
         infos = self.group.step()
         finals = None
@@ -163,12 +193,11 @@ class GroupHost:
             return self._step_envs(local_ids, {})
         group.settled = None  # set by the group when an env raises part-way through the step
         try:
-            return self.step(actions)
+            return self._step(actions)
         except Exception as exc:  # noqa: BLE001 - reported to the driver as this env's failure
-            failed = getattr(exc, "marl_vec_env_index", None)
+            failed = _one_env_failed(exc, group.settled, self.start)
             settled = group.settled
-            # Else not one env's error part-way through the step (the whole block's): raised.
-            if failed is None or settled is None or len(settled) != failed - self.start:
+            if failed is None or settled is None:  # not one env's error part-way (the whole block's): raised
                 raise
             failure = FailedStep(failed, _traceback_text(exc))
         k = failed - self.start

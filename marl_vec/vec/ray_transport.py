@@ -123,14 +123,16 @@ class RayTransport:
             # A ref is dropped only once its answer is in: an interrupted wait leaves it owed.
             refs = [self._refs[w] for w in remote]
             try:
-                answers = self._gather(refs, command, remote, replace)
+                # An actor's own error comes back in its place: the other actors' answers
+                # (a step's rows) still reach the buffers, then the first error is raised.
+                answers = self._gather(refs, command, remote, replace, errors_in_place=True)
             except RayWorkerError as exc:
                 for w in remote:
                     self._refs.pop(w, None)
                     results.setdefault(w, exc)
             else:
                 for w, answer in zip(remote, answers):
-                    if command in ("step", "reset", "restart") and not isinstance(answer, _Lost):
+                    if command in ("step", "reset", "restart") and not isinstance(answer, (_Lost, RayWorkerError)):
                         answer = self._copy_in(w, answer)
                     results[w] = answer
                     del self._refs[w]
@@ -202,11 +204,13 @@ class RayTransport:
             pass
 
     def _gather(self, refs: list[Any], what: str, workers: Sequence[int] | None = None,
-                replace: bool = False) -> list[Any]:
+                replace: bool = False, errors_in_place: bool = False) -> list[Any]:
         """``ray.get`` with a bounded wait; any failure becomes a RayWorkerError naming the actor.
 
         ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
         its result is then a :class:`_Lost` for the caller to report.
+        ``errors_in_place``: an actor's error is its result (the caller raises it), not raised
+        here, so that the other actors' answers are read; a timeout is raised all the same.
         """
         ray = ray_module()
         workers = list(range(len(refs))) if workers is None else list(workers)
@@ -227,9 +231,13 @@ class RayTransport:
                 results[k] = ray.get(ref, timeout=0)
             except Exception as exc:  # the actor's own error, with its remote traceback
                 err = self._worker_error(w, what, exc)
-                if not (replace and w in self._dead and self._may_replace(w, err)):
+                if replace and w in self._dead and self._may_replace(w, err):
+                    results[k] = _Lost(err)
+                elif errors_in_place:
+                    err.__cause__ = exc
+                    results[k] = err
+                else:
                     raise err from exc
-                results[k] = _Lost(err)
         for w, ref in zip(workers, refs):
             if ref.hex() not in ready_ids:
                 extra = f" ({hint})" if hint else ""
