@@ -93,10 +93,6 @@ class DummyVecEnv(AsyncPool, VecEnv):
         self._infos = self.group.step()
         self._pool_restart(step=True)
 
-    def _check_idle(self, call: str) -> None:
-        self._pool_errors.clear()  # dropped with the results recv() has not returned (AsyncPool._check_idle)
-        super()._check_idle(call)
-
     # -- the async pool, synchronous (marl_vec.vec.pool) ------------------------------
 
     def _pool_go(self, w: int, local_ids: list[int]) -> None:

@@ -36,10 +36,13 @@ Contract:
   the next one, before any batch, so no env's error is lost. A worker that dies is replaced (``restart_on_error``): its
   envs in flight, and each of its other envs at its next step, end their episode as
   truncated with ``info["restarted"]``.
-- ``reset()``, ``step()``, ``step_async()`` and the other calls that reach the envs
-  first wait for the envs in flight and drop their results, an env's error included
-  (recorded episodes stay in the statistics); after ``step()`` every env is ready
-  again, as after ``reset()``.
+- ``reset()``, ``step()`` and ``step_async()`` first wait for the envs in flight and
+  drop their results, an env's error included (recorded episodes stay in the
+  statistics); after ``step()`` every env is ready again, as after ``reset()``.
+- ``call()``, ``get_attr()``, ``set_attr()`` and ``render()`` (:data:`KEEP_POOL`) wait
+  for the envs in flight and keep the pool as it is: the results and errors read stay
+  for the next ``recv()`` calls, envs received stay owed, and the call reaches each env
+  after its step in flight (a ``set_attr`` applies from the env's next step).
 - ``final_*`` rows of envs not done are blanks (zeros; None in object leaves), as
   ``step()``'s with ``copy=True``.
 
@@ -74,6 +77,8 @@ from marl_vec.vec.base import StepResult
 from marl_vec.vec.copies import blank_rows
 from marl_vec.vec.worker import ObjectReply, decode, encode_pool_step
 
+# The calls that reach the envs without starting a new round: they keep the pool (the module docstring).
+KEEP_POOL = frozenset({"call", "get_attr", "set_attr", "render"})
 _LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
 _SIGNALS = signal.valid_signals()
 try:  # signal.pthread_sigmask turns every returned signal into an enum (~10 us a call): the C function
@@ -181,10 +186,20 @@ class AsyncPool:
 
     def _check_idle(self, call: str) -> None:
         """Before a synchronous call (:meth:`VecEnv._check_idle`): pool steps in flight
-        finish first; their results are dropped."""
+        finish first. ``reset()`` and ``step()`` drop their results (they start a new
+        round); the calls of :data:`KEEP_POOL` keep them, and the pool goes on."""
         self._check_open()
-        self._pool_drain()
+        if call in KEEP_POOL:
+            self._pool_finish_flight()
+        else:
+            self._pool_drain()
         super()._check_idle(call)  # type: ignore[misc]  # VecEnv's, after this mixin
+
+    def _pool_finish_flight(self) -> None:
+        """Wait for the envs in flight and keep their results, and their errors for the next
+        recv() calls (one each): the pool is as if recv() had read them, nothing returned."""
+        if self._pool_in_flight:
+            self._pool_wait(self._num_pool_envs + 1, drop_errors=True)  # errors stay in _pool_errors
 
     def _pool_check(self, call: str) -> None:
         self._check_open()
