@@ -85,7 +85,7 @@ def whole_blocks(venv: mv.VecEnv) -> list[bool]:
 def arm(venv: mv.VecEnv, env: int) -> None:
     """Reset ``venv`` with env ``env`` armed to raise at its next step (tests/fuzz/envs.py).
 
-    set_attr empties the async pool; the unseeded reset after it refills the pool and
+    The unseeded reset after set_attr starts a new pool round, every env ready, and
     keeps the env armed (only a seeded reset disarms it)."""
     venv.reset()
     venv.set_attr("fail_in", 1, indices=[env])

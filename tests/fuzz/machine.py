@@ -7,9 +7,13 @@ while a step is pending), ``send``/``recv`` (process and Ray backends),
 step), bad indices and bad actions, and ``close`` (on a batch built for the example).
 After each rule, every row returned equals the oracle's (tests/fuzz/oracle.py), an
 error is the documented one, naming the env, and a result returned earlier
-(``copy=True``) is unchanged. An env whose state the model cannot know (the batch
-stopped inside a failed synchronous step) is left out of the checks until a seeded
-reset sets its whole state again.
+(``copy=True``) is unchanged. A synchronous step in which an env raises is modelled as
+docs/backends/subproc.md states it (marl_vec/group_errors.py): in each block of envs
+(a worker's, a Ray actor's, the whole batch in DummyVecEnv) the envs before the first
+one that raises keep their step (an episode that ended is autoreset), that env and the
+ones after it are not stepped, and the other blocks step whole; the episodes that ended
+in it are not counted by ``episode_statistics()`` (their summaries never reached the
+caller), and the pool is empty until the next ``reset()`` or ``step()``.
 
 Example:
     >>> TestFuzzDummy = machine_for("dummy").TestCase   # doctest: +SKIP
@@ -29,7 +33,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from marl_vec.errors import AlreadyPendingCallError
 from marl_vec.vec.base import ClosedEnvError
-from tests.fuzz import known_bugs
 from tests.fuzz.envs import AGENTS, N_ACTIONS
 from tests.fuzz.harness import (CONFIGS, POOL_BACKENDS, VenvCache, assert_left_nothing, blocks_of, footprint,
                                 whole_blocks)
@@ -86,10 +89,7 @@ class FuzzMachine(RuleBasedStateMachine):
         self.oracles = [EnvOracle(cfg.env_fn, i, cfg.env_seed) for i in range(n)]
         self.labels: list[Any] = [None] * n
         self.never = set(range(n))  # never reset
-        self.unknown: set[int] = set()  # state unknown to the model (see the module docstring)
-        self.resets_known = [True] * n  # whether the env's reset count (peek) is known
         self.has_reset = False
-        self.stats_known = True
         self.episodes = 0
         self.sent: dict[int, np.ndarray] = {}  # env -> the actions it was sent with (whole blocks wait)
         self.pool = (PoolModel(blocks_of(venv), whole_blocks(venv), venv.batch_size)
@@ -129,23 +129,18 @@ class FuzzMachine(RuleBasedStateMachine):
                 venv.step_wait()
             except env_error_types(self.backend):
                 pass
-        if self.pool is not None and self.pool.failing and known_bugs.STALE_POOL_ERROR:
-            for _ in range(len(self.pool.failing) + 1):
-                try:  # issue 23 bug 2: reset() re-raises a dropped error (one per call)
-                    venv.reset()
-                    break
-                except env_error_types(self.backend):
-                    pass
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _may_drain(self) -> bool:
-        """Issue 23 bug 2: a call that drains a pool step that raised re-raises its error."""
-        return not (known_bugs.STALE_POOL_ERROR and self.pool is not None and self.pool.failing)
-
     def _drain(self) -> None:
+        """reset()/step(): the envs in flight finish, their results (and errors) are dropped."""
         if self.pool is not None:
             self.pool.drain(self.oracles)
+
+    def _finish_flight(self) -> None:
+        """call/get_attr/set_attr/render: the envs in flight finish, the pool keeps their results."""
+        if self.pool is not None:
+            self.pool.finish_flight()
 
     def _keep(self, result: Any) -> None:
         if self.cfg.copy:
@@ -153,16 +148,15 @@ class FuzzMachine(RuleBasedStateMachine):
 
     def _check_rows(self, result: Any, envs: list[int], what: str) -> None:
         for k, i in enumerate(envs):
-            if i in self.unknown or i in self.never:
+            if i in self.never:
                 continue
             check_row(result, k, i, self.oracles[i].row, self.cfg.copy, what)
             self.oracles[i].delivered()
         self._keep(result)
 
     def _check_stats(self) -> None:
-        if self.stats_known:
-            got = self.venv.episode_statistics()["episodes"] - self.base_episodes
-            assert got == self.episodes, f"episode_statistics()['episodes'] counts {got} episodes, not {self.episodes}"
+        got = self.venv.episode_statistics()["episodes"] - self.base_episodes
+        assert got == self.episodes, f"episode_statistics()['episodes'] counts {got} episodes, not {self.episodes}"
 
     def _actions(self, data: st.DataObject, rows: int) -> np.ndarray:
         return data.draw(arrays(np.int64, (rows, A), elements=st.integers(0, N_ACTIONS - 1)), label="actions")
@@ -187,12 +181,7 @@ class FuzzMachine(RuleBasedStateMachine):
         self._drain()
         result = self.venv.reset(seed=seed, env_ids=env_ids)
         for i in targets:
-            if i in self.unknown and seed is None:
-                continue  # its random stream is unknown: it stays unknown
-            if i in self.unknown:
-                self.resets_known[i] = False
             self.oracles[i].reset(seed)
-            self.unknown.discard(i)
             self.never.discard(i)
         self.has_reset = True
         for o in self.oracles:
@@ -202,12 +191,19 @@ class FuzzMachine(RuleBasedStateMachine):
         self._check_rows(result, list(range(self.n)), f"reset(seed={seed}, env_ids={env_ids!r})")
         self._check_stats()
 
+    def _first_failing(self, failing: set[int]) -> list[int]:
+        """Per block of envs that one EnvGroup steps in order, the first env that raises."""
+        return [min(f) for f in ([i for i in range(start, stop) if i in failing] for start, stop in blocks_of(self.venv))
+                if f]
+
     def _expect_env_error(self, exc: BaseException, failing: set[int], what: str) -> None:
         assert isinstance(exc, env_error_types(self.backend)), f"{what} raised {exc!r}"
         why = "never reset" if error_env(self.backend, exc) in self.never else "armed"
         event(f"{what.split('(')[0]}: env error ({why})")
         env = error_env(self.backend, exc)
-        assert env in failing, f"{what} named env {env}; the envs that raise: {sorted(failing)}\n{exc}"
+        first = self._first_failing(failing)
+        assert env in first, (f"{what} named env {env}; the first env that raises in each block: {first} "
+                              f"(envs that raise: {sorted(failing)})\n{exc}")
         if env in self.never:  # README: a never-reset env fails as gymnasium's envs do
             assert "ResetNeeded" in repr(exc) or "reset" in str(exc), f"{what}: {exc!r}"
 
@@ -220,31 +216,39 @@ class FuzzMachine(RuleBasedStateMachine):
         self._check_rows(result, list(range(self.n)), what)
         self._check_stats()
 
-    def _lost_track(self) -> None:
-        """A synchronous step raised part-way: which envs stepped is not the model's to know."""
-        self.unknown = set(range(self.n)) - self.never
-        self.resets_known = [False] * self.n
-        self.stats_known = False
-        if self.pool is not None:  # the step's answers were read, its results are not the pool's
-            self.pool.restart([], list(range(self.n)))
+    def _failed_step(self, actions: np.ndarray, failing: set[int]) -> None:
+        """A synchronous step raised (module docstring): in each block, the envs before its
+        first failing env stepped, with their bookkeeping; that env raised before changing
+        anything (its armed failure is spent) and the envs after it were not stepped."""
+        first = self._first_failing(failing)
+        for start, stop in blocks_of(self.venv):
+            end = next((f for f in first if start <= f < stop), None)
+            for i in range(start, stop if end is None else end):
+                self.oracles[i].step(actions[i])  # its episode, if it ended, is not counted
+            if end is not None:
+                try:
+                    self.oracles[end].step(actions[end])
+                except Exception:  # noqa: BLE001 - armed (RuntimeError) or never reset (ResetNeeded)
+                    pass
+                else:
+                    raise AssertionError(f"the model expected env {end} to raise")
+        for o in self.oracles:
+            o.delivered()  # the step's infos never reached the caller
+        if self.pool is not None:  # the pool was drained before the step and stays empty until reset()/step()
+            self.pool.restart([], [])
+        self._check_stats()
 
     # -- reset and synchronous steps -----------------------------------------------------
 
-    @precondition(lambda self: self.live and self.pending is None and self._may_drain())
+    @precondition(lambda self: self.live and self.pending is None)
     @rule(data=st.data())
     @tracked
     def reset(self, data: st.DataObject) -> None:
         targets, env_ids = self._ids(data, "reset env_ids")
-        pool = self.pool
-        if known_bugs.POOL_NEVER_RESET and pool is not None and pool.failed and env_ids is not None:
-            targets = sorted(set(targets) | pool.failed)  # bug 3: a left-out failed env rejoins the pool
-            env_ids = targets
-        need_seed = bool(self.unknown & set(targets)) and data.draw(st.booleans(), label="seed the unknown")
-        seed = data.draw(st.integers(0, 10_000) if need_seed else st.none() | st.integers(0, 10_000), label="seed")
+        seed = data.draw(st.none() | st.integers(0, 10_000), label="seed")
         self._reset(seed, env_ids, targets)
 
-    @precondition(lambda self: self.live and self.has_reset and self.pending is None and not self.unknown
-                  and self._may_drain())
+    @precondition(lambda self: self.live and self.has_reset and self.pending is None)
     @rule(data=st.data(), split=st.booleans())
     @tracked
     def step(self, data: st.DataObject, split: bool) -> None:
@@ -262,14 +266,13 @@ class FuzzMachine(RuleBasedStateMachine):
             if not failing:
                 raise
             self._expect_env_error(exc, failing, what)
-            self._lost_track()
+            self._failed_step(actions, failing)
             return
         assert not failing, f"{what} stepped envs {sorted(failing)}, which must raise"
         event(f"step: {'some done' if np.any(result.done) else 'none done'}")
         self._stepped(actions, result, what)
 
-    @precondition(lambda self: self.live and self.has_reset and self.pending is None and not self.unknown
-                  and self._may_drain())
+    @precondition(lambda self: self.live and self.has_reset and self.pending is None)
     @rule(data=st.data())
     @tracked
     def step_async(self, data: st.DataObject) -> None:
@@ -282,7 +285,7 @@ class FuzzMachine(RuleBasedStateMachine):
             if not failing or self.backend != "dummy":
                 raise
             self._expect_env_error(exc, failing, "step_async()")
-            self._lost_track()
+            self._failed_step(actions, failing)
             return
         self.pending = (actions, failing)
 
@@ -298,7 +301,7 @@ class FuzzMachine(RuleBasedStateMachine):
             if not failing:
                 raise
             self._expect_env_error(exc, failing, "step_wait()")
-            self._lost_track()
+            self._failed_step(actions, failing)
             return
         assert not failing, f"step_wait() stepped envs {sorted(failing)}, which must raise"
         self._stepped(actions, result, "step_wait()")
@@ -328,8 +331,7 @@ class FuzzMachine(RuleBasedStateMachine):
         assert venv.env_info()["n_agents"] == A  # always allowed
         venv.episode_statistics()
 
-    @precondition(lambda self: self.live and len(self.never) < self.n and self.pending is None
-                  and not self.unknown and self._may_drain())
+    @precondition(lambda self: self.live and len(self.never) < self.n and self.pending is None)
     @rule(data=st.data(), bad=st.sampled_from(["range", "negative", "shape", "float"]))
     @tracked
     def refused_actions(self, data: st.DataObject, bad: str) -> None:
@@ -356,12 +358,12 @@ class FuzzMachine(RuleBasedStateMachine):
 
     # -- call, get_attr, set_attr ----------------------------------------------------------
 
-    @precondition(lambda self: self.live and self.pending is None and self._may_drain())
+    @precondition(lambda self: self.live and self.pending is None)
     @rule(data=st.data(), what=st.sampled_from(["get_attr", "set_attr", "call", "arm"]))
     @tracked
     def attrs(self, data: st.DataObject, what: str) -> None:
         venv = self.venv
-        self._drain()
+        self._finish_flight()
         if what == "arm":  # the env raises at its n-th step from now
             i = data.draw(st.integers(0, self.n - 1), label="env")
             steps = data.draw(st.integers(1, 4), label="fail_in")
@@ -385,13 +387,11 @@ class FuzzMachine(RuleBasedStateMachine):
             for (resets, t, label), i in zip(got, ids):
                 o = self.oracles[i]
                 assert label == self.labels[i], f"call('peek') env {i}: label {label!r} != {self.labels[i]!r}"
-                if i not in self.unknown:
-                    assert t == o.env.t, f"call('peek') env {i}: t {t} != {o.env.t}"
-                if self.resets_known[i]:
-                    assert resets == o.env.resets, f"call('peek') env {i}: resets {resets} != {o.env.resets}"
+                assert t == o.env.t, f"call('peek') env {i}: t {t} != {o.env.t}"
+                assert resets == o.env.resets, f"call('peek') env {i}: resets {resets} != {o.env.resets}"
         self._check_stats()
 
-    @precondition(lambda self: self.live and self.pending is None and self._may_drain())
+    @precondition(lambda self: self.live and self.pending is None)
     @rule(call=st.sampled_from(["reset", "call", "get_attr", "set_attr"]),
           bad=st.sampled_from(["float", "out of range", "mask shape", "twice", "2-d"]))
     @tracked
@@ -404,7 +404,10 @@ class FuzzMachine(RuleBasedStateMachine):
         error = {"float": TypeError, "out of range": IndexError}.get(bad, ValueError)
         if bad == "twice" and call != "reset":
             return  # named twice is fine for call/get_attr/set_attr
-        self._drain()
+        if call == "reset":
+            self._drain()
+        else:
+            self._finish_flight()
         fns = {"reset": lambda: venv.reset(env_ids=given), "call": lambda: venv.call("peek", indices=given),
                "get_attr": lambda: venv.get_attr("label", indices=given),
                "set_attr": lambda: venv.set_attr("label", 0, indices=given)}

@@ -14,29 +14,14 @@ from hypothesis import event, strategies as st
 from hypothesis.stateful import precondition, rule
 
 from marl_vec.errors import PoolNotReadyError
-from tests.fuzz import known_bugs
 from tests.fuzz.envs import N_ACTIONS
 from tests.fuzz.machine import FuzzMachine, ids_in, tracked
 from tests.fuzz.model import env_error_types, error_env
 
 
 class PoolFuzzMachine(FuzzMachine):
-    def _block_would_fail(self, ids: list[int]) -> bool:
-        """Whether send(ids) completes a whole block (Ray calls) in which an env raises."""
-        pool = self.pool
-        assert pool is not None
-        for w, (start, stop) in enumerate(pool.blocks):
-            if not pool.whole[w]:
-                continue
-            mine = [i for i in ids if pool.owner[i] == w]
-            if mine and len(pool.held[w]) + len(mine) == stop - start and any(
-                    self.oracles[i].env.fail_in == 1 for i in range(start, stop)):
-                return True
-        return False
-
     def _pool_ok(self) -> bool:
-        return (self.pool is not None and self.live and self.has_reset and self.pending is None
-                and not self.unknown and not (known_bugs.POOL_NEVER_RESET and self.never))
+        return self.pool is not None and self.live and self.has_reset and self.pending is None
 
     @precondition(lambda self: self._pool_ok())
     @rule()
@@ -71,16 +56,10 @@ class PoolFuzzMachine(FuzzMachine):
         assert pool is not None
         order = data.draw(st.permutations(sorted(pool.owed)), label="send order")
         ids = order[: data.draw(st.integers(1, len(order)), label="how many")]
-        forms = ["list", "array"] if known_bugs.SEND_IDS_INT else ["list", "array", "mask"]
-        form = data.draw(st.sampled_from(forms), label="env_ids form")
+        form = data.draw(st.sampled_from(["list", "array", "mask"]), label="env_ids form")
         if form == "mask":
             ids = sorted(ids)
         actions = self._actions(data, len(ids))
-        if known_bugs.RAY_WHOLE_BLOCK_POOL_ERROR and self._block_would_fail(ids):
-            return  # an env raising in a whole-block pool step takes its block out of the pool
-        if known_bugs.SECOND_POOL_ERROR_DROPPED and len(pool.failing) + sum(
-                self.oracles[i].env.fail_in == 1 for i in ids) > 1:
-            return  # a recv() that reads two envs' errors raises only the first
         self.venv.send(actions, ids_in(form, ids, self.n))
         event("send")
         for i, a in zip(ids, actions):
@@ -114,7 +93,7 @@ class PoolFuzzMachine(FuzzMachine):
             ids, error = [self.n], IndexError
         elif bad == "action" and owed:
             ids, error = owed, ValueError
-        elif bad == "float" and owed and not known_bugs.SEND_IDS_INT:
+        elif bad == "float" and owed:
             ids, error = [float(i) + 0.5 for i in owed], TypeError
         else:
             ids = []
@@ -137,13 +116,13 @@ class PoolFuzzMachine(FuzzMachine):
         if self.pool is not None and self.pool.owed:
             self.send(data)
 
-    @precondition(lambda self: self._pool_ok() and self._may_drain())
+    @precondition(lambda self: self._pool_ok())
     @rule(data=st.data(), env=st.integers(0, 5))
     @tracked
     def arm_then_step(self, data: st.DataObject, env: int) -> None:
         """Arm an env to raise at its second step from now, then step(): its next pool step raises."""
         i = env % self.n
         self.venv.set_attr("fail_in", 2, indices=[i])
-        self._drain()
+        self._finish_flight()
         self.oracles[i].env.fail_in = 2
         self.step(data, False)

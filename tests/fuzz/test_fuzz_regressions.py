@@ -1,9 +1,12 @@
-"""The sequences of tests/fuzz/known_bugs.py, one test each (the Ray one is in
-tests/fuzz/test_fuzz_ray.py, beside its cluster). Issue 23's bugs 2, 3, 4 and 6 are fixed
-(their tests pass); the bugs this fuzzer found are strict xfail tests.
+"""Regression tests: the sequences of the bugs the fuzzer met, one test each, all fixed (the
+Ray one is in tests/fuzz/test_fuzz_ray.py, beside its cluster): issue 23's bugs 2, 3, 4 and
+6, and three the fuzzer found itself (a failed synchronous step that skipped the bookkeeping
+of the envs stepped before it, a whole-block Ray pool error that took its block out of the
+pool, a recv() that read two envs' errors and dropped the second).
 
-A strict xfail that passes fails the run: when its fix lands, remove its mark and set
-its flag in known_bugs.py to False (the fuzzer then generates the sequence too).
+The machine generates these sequences too; a test here pins each one down, so that it runs
+on every build whatever Hypothesis draws. docs/fuzzing.md says how to hold back a check
+while a newly found bug is open.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def test_each_pool_error_is_raised():
     with _pool(2, 1) as venv:
         venv.reset()
         venv.set_attr("fail_in", 1, indices=[0, 1])
-        venv.reset()  # set_attr emptied the pool; an unseeded reset keeps the envs armed
+        venv.reset()  # a new round, every env ready; an unseeded reset keeps the envs armed
         for _ in range(2):  # env 0, then env 1: each raises in its own worker
             r = venv.recv()
             venv.send(_zeros(1), r.env_ids)
