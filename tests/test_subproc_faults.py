@@ -238,6 +238,9 @@ def test_bad_arguments_name_what_is_allowed():
         SubprocVecEnv(fns, num_workers=0)
     with pytest.raises(ValueError, match=r"unknown start_method 'thread'; allowed here: .*fork.*spawn"):
         SubprocVecEnv(fns, start_method="thread")
+    # multiprocessing's words too: SB3's test_subproc_start_method matches them
+    with pytest.raises(ValueError, match=r"cannot find context for 'illegal_method'"):
+        SubprocVecEnv(fns, start_method="illegal_method")
     with pytest.raises(ValueError, match=r"restart_on_error must be an integer >= 0, got -1"):
         SubprocVecEnv(fns, restart_on_error=-1)
     with pytest.raises(ValueError, match=r"timeout must be a number of seconds > 0, or None, got 0"):

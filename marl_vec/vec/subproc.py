@@ -118,7 +118,9 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         allowed = mp.get_all_start_methods()
         method = default_start_method() if start_method is None else start_method
         if method not in allowed:
-            raise ValueError(f"unknown start_method {start_method!r}; allowed here: {', '.join(allowed)}")
+            # multiprocessing's own words at the end: callers (SB3's tests) match them.
+            raise ValueError(f"unknown start_method {start_method!r}; allowed here: {', '.join(allowed)} "
+                             f"(multiprocessing: cannot find context for {start_method!r})")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, or None, got {timeout!r}")
 
