@@ -103,18 +103,20 @@ def test_reset_with_a_seed_reseeds_single_envs():
 
 
 def test_vmas_used_by_hand_beside_the_family_is_not_disturbed():
-    """Each batch draws from its own copy of VMAS's process-wide random state: VMAS used
-    directly in the same process gives what it gives alone (football's AI draws noise)."""
+    """Each batch draws from its own copy of VMAS's process-wide random state: plain VMAS used
+    directly in the same process gives what it gives alone (football's AI draws noise each step)."""
+    import torch
+    import vmas
+
     kwargs = {"max_steps": 30, "continuous_actions": False}
-    actions = np.zeros((2, 3), dtype=np.int64)
 
     def by_hand(beside: mv.VecEnv | None) -> list[np.ndarray]:
-        ref = Reference("football", kwargs, [2], 0)
-        out = [ref.reset()]
+        env = vmas.make_env("football", num_envs=2, seed=0, continuous_actions=False, max_steps=30)
+        out = [o.numpy().copy() for o in env.reset(seed=0)]
         for _ in range(6):
             if beside is not None:
                 beside.step(np.zeros((2, 3), dtype=np.int64))
-            out.append(ref.step(actions)["obs"])
+            out += [o.numpy().copy() for o in env.step([torch.zeros((2, 1), dtype=torch.int64)] * 3)[0]]
         return out
 
     alone = by_hand(None)
