@@ -127,14 +127,16 @@ def test_vmas_used_by_hand_beside_the_family_is_not_disturbed():
 
 
 def test_workers_beside_torch_threads_start_by_forkserver():
-    """A process that ran a VMAS batch with torch's thread pool picks forkserver: torch is not forked."""
+    """A process that ran a VMAS batch, once torch's thread pool runs (a large enough op starts
+    it; VMAS's own ops do on large batches), starts workers by forkserver: torch is not forked."""
     code = (
         "import torch; torch.set_num_threads(2)\n"
         "import numpy as np, marl_vec as mv\n"
         "from marl_vec.envs.registry import make_env_fn\n"
         "from marl_vec.vec.subproc_lifecycle import default_start_method\n"
-        "venv = mv.DummyVecEnv([make_env_fn('vmas', 'balance', {'max_steps': 10})] * 512, env_seed=0)\n"
-        "venv.reset(); venv.step(np.zeros((512, 3, 2), np.float32))\n"
+        "venv = mv.DummyVecEnv([make_env_fn('vmas', 'wheel', {'max_steps': 10})] * 64, env_seed=0)\n"
+        "venv.reset(); venv.step(np.zeros((64, 4, 2), np.float32))\n"
+        "torch.ones(1 << 20).add_(1)\n"
         "print(default_start_method())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
