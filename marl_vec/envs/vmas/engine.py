@@ -26,7 +26,7 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   They raise ValueError at construction with the reason.
 
-May import: numpy, torch and vmas (lazily), ``marl_vec.buffers``, ``marl_vec.envs.base``,
+May import: numpy, torch and vmas (lazily), ``marl_vec.buffers``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.vmas.{catalog,model}``.
 
 Example:
@@ -39,20 +39,15 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.vmas.catalog import episode_seed
 from marl_vec.envs.vmas.model import Model, RandomState, model_of
-
-SUPPORTED_AUTORESET = ("same_step", "disabled")
-
 
 class VmasBlock:
     """The VMAS side of ``k`` slots: the native batch, its random state, each slot's seed chain."""
@@ -169,9 +164,17 @@ class VmasBlock:
             self.fresh[slots] = True
 
 
-class VmasAdapter(MultiAgentEnv):
-    """One slot of a group's :class:`VmasBlock`. Cheap to build (the VMAS batch comes with
-    the group's stepper), so a backend may build one to read the spec.
+class VmasStepper(BlockStepper):
+    """Owns a group's :class:`VmasBlock` and steps all its envs in one VMAS call."""
+
+    family, env_noun, block_noun = "VMAS", "scenario", "the VMAS batch"
+
+    def make_engine(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]) -> VmasBlock:
+        return VmasBlock(model, k, block, rows)
+
+
+class VmasAdapter(BlockSlotAdapter):
+    """One slot of a group's :class:`VmasBlock` (see :class:`~marl_vec.envs.block_engine.BlockSlotAdapter`).
 
     Example:
         >>> env = make_vmas("transport", max_steps=50)
@@ -179,93 +182,12 @@ class VmasAdapter(MultiAgentEnv):
         (4, (2,))
     """
 
-    # Every slot shares the model (no episode state); the VMAS batch lives in the group's block.
-    native_is_stateless = True
-
-    def __init__(self, model: Model):
-        self.model = model
-        self.spec = model.spec
-        self.block: VmasBlock | None = None
-        self.slot = 0
-        self._alone: VmasStepper | None = None  # used outside a group: a block of one
-
-    @classmethod
-    def group_stepper(cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews],
-                      block: RowViews) -> GroupStepper:
-        return VmasStepper(adapters, rows, block)
-
-    def _attach(self, block: VmasBlock, slot: int) -> None:
-        self.block, self.slot = block, slot
-
-    def _alone_stepper(self) -> VmasStepper:
-        """A block of one over this adapter's row (an adapter used outside a group)."""
-        if self._alone is None:
-            row = self.row
-            block = RowViews(**{f.name: None if getattr(row, f.name) is None else getattr(row, f.name)[None]
-                                for f in dataclasses.fields(RowViews)})
-            self._alone = VmasStepper([self], [row], block)
-        return self._alone
-
-    def reset(self, seed: int | None = None) -> dict[str, Any]:
-        if self.block is None:
-            self._alone_stepper()
-        assert self.block is not None
-        self.block.reset_slot(self.slot, seed)
-        if self._alone is not None:
-            self.block.flush()
-        return {}
-
-    def step(self, actions: np.ndarray) -> dict[str, Any]:
-        """Only for an adapter outside a group (its block of one); a group steps its block whole."""
-        if self._alone is None:
-            raise RuntimeError("a VMAS env is stepped by its group's stepper, not one at a time")
-        infos: list[dict[str, Any]] = [{}]
-        self._alone.step(0, 1, infos)
-        return infos[0]
+    stepper_class = VmasStepper
 
     @property
     def native(self) -> Any:
         """The group's ``vmas.Environment`` (all envs of the block), once the group is built."""
         return self.block.env if self.block is not None else None
-
-    def close(self) -> None:
-        self.block, self._alone = None, None
-
-
-class VmasStepper(GroupStepper):
-    """Owns a group's :class:`VmasBlock` and steps all its envs in one VMAS call."""
-
-    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
-        super().__init__(adapters, rows, block)
-        slots: list[VmasAdapter] = list(adapters)  # type: ignore[arg-type]
-        models = {a.model.key for a in slots}
-        if len(models) != 1:
-            raise ValueError(f"the envs of one VMAS group must be the same scenario with the same kwargs; "
-                             f"got {len(models)} kinds: {sorted(models)}")
-        self.k = len(slots)
-        self.engine = VmasBlock(slots[0].model, self.k, block, rows)
-        for j, adapter in enumerate(slots):
-            adapter._attach(self.engine, j)
-
-    def steps_single_envs(self) -> bool:
-        return False
-
-    def autoreset_error(self, mode: str) -> str | None:
-        if mode in SUPPORTED_AUTORESET:
-            return None
-        why = ("it needs per-env snapshots, which the VMAS batch does not keep" if mode == "fast"
-               else "it leaves finished envs out of a step, and VMAS steps every env of its batch in one call")
-        return f"autoreset={mode!r} is not supported by the VMAS family: {why}; allowed: {', '.join(SUPPORTED_AUTORESET)}"
-
-    def flush_resets(self) -> None:
-        self.engine.flush()
-
-    def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        if first != 0 or stop != self.k:
-            self.failed_at = first
-            raise RuntimeError(f"a VMAS batch steps its {self.k} envs together, not envs {first}..{stop - 1}")
-        self.engine.step()
-        infos[:] = map(dict, itertools.repeat((), self.k))  # k fresh empty dicts, at C speed
 
 
 def make_vmas(env_id: str, **kwargs: Any) -> VmasAdapter:
