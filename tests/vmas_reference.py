@@ -8,7 +8,8 @@ family's documented rules, written here again from VMAS's own API:
   ``env.seed(word)`` with ``word`` the first 32-bit word of
   ``numpy.random.SeedSequence([s, n])``, then ``env.reset_at(i,
   return_observations=False)``; after every env that resets together has been
-  reset, one ``get_from_scenario`` reads the observations (TorchRL's idiom);
+  reset, one ``get_from_scenario`` reads the observations (TorchRL's idiom), of
+  which only the reset envs' are kept (the others keep their step's);
 - each block runs on its own copy of VMAS's process-wide random state
   (``Environment.vmas_random_state``), swapped in around its calls;
 - terminated is VMAS's ``terminated``; truncated is VMAS's ``truncated`` where
@@ -94,7 +95,9 @@ class Block:
             term = terminated.numpy().reshape(-1).copy()
             cut = truncated.numpy().reshape(-1) & ~term
             done = term | cut
-            following = self._reset(np.flatnonzero(done).tolist()) if done.any() else last
+            following = last.copy()  # envs that go on keep the step's observation (TorchRL's idiom too):
+            if done.any():  # road_traffic's observation() changes its state, so a second read differs
+                following[done] = self._reset(np.flatnonzero(done).tolist())[done]
         n_agents = len(per_agent)
         return {"obs": following, "final_obs": last, "done": done,
                 "reward": np.stack([r.numpy().reshape(-1) for r in rewards], axis=1).astype(np.float32),
