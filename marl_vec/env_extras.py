@@ -76,6 +76,8 @@ NEEDS: tuple[EnvNeeds, ...] = (
     EnvNeeds("rware", "Multi-Robot Warehouse ids (rware-*)", "rware", ("rware",), "rware-tiny-2ag-v2"),
     EnvNeeds("jaxmarl", "smax/<map>, jax_mpe/<scenario>, hanabi, overcooked, ... (jaxmarl.make ids)", "jax",
              ("jax", "jaxmarl", "flax"), "smax/3m", then="bash scripts/install_jax.sh"),
+    EnvNeeds("vmas", "VMAS scenarios (balance, transport, navigation, wheel, football, ...)", "vmas",
+             ("vmas", "torch", "gym"), "balance"),
 )
 
 

@@ -48,6 +48,12 @@ ENFORCED = {
     "jax_mpe/simple_spread": 25,
     "jaxmarl/overcooked": 400,
     "jaxmarl/hanabi": None,
+    # VMAS's max_steps (a truncation; BenchMARL's task settings).
+    "vmas/balance": 100,
+    "vmas/transport": 100,
+    "vmas/navigation": 100,
+    "vmas/wheel": 100,
+    "vmas/football": 500,
     # Board and card games end by their rules (no step limit); rps_v2 has max_cycles 15.
     "classic/chess": None,
     "classic/connect_four": None,

@@ -63,6 +63,8 @@ FAMILIES: dict[str, Family] = {
                "a Multi-Robot Warehouse id, e.g. rware-tiny-2ag-v2"),
         Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
                "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
+        Family("vmas", "marl_vec.envs.vmas", "make_vmas", "vmas",
+               "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football"),
     )
 }
 

@@ -25,7 +25,7 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   Those raise ValueError at construction with the reason.
 
-May import: numpy, jax (lazily), ``marl_vec.buffers``, ``marl_vec.spec``,
+May import: numpy, jax (lazily), ``marl_vec.buffers``, ``marl_vec.spec``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
 Example:
@@ -39,22 +39,18 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.extras import require
 from marl_vec.envs.jaxmarl.catalog import make_native, resolve
 from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
 from marl_vec.envs.jaxmarl.views import View, view_class
 from marl_vec.spec import DiscreteAction, EnvSpec
-
-SUPPORTED_AUTORESET = ("same_step", "disabled")
-
 
 @dataclasses.dataclass(frozen=True)
 class Model:
@@ -238,9 +234,18 @@ class JaxBlock:
                 np.copyto(self.stats, np.asarray(stats))
 
 
-class JaxMarlAdapter(MultiAgentEnv):
-    """One slot of a group's :class:`JaxBlock`. Cheap to build (the block and its
-    compile come with the group's stepper), so a backend may build one to read the spec.
+class JaxMarlStepper(BlockStepper):
+    """Owns a group's :class:`JaxBlock` and steps all its envs in one compiled call."""
+
+    family, env_noun, block_noun = "JaxMARL", "env", "the JAX block"
+
+    def make_engine(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]) -> JaxBlock:
+        return JaxBlock(model, k, block, rows, model.spec)
+
+
+class JaxMarlAdapter(BlockSlotAdapter):
+    """One slot of a group's :class:`JaxBlock` (see :class:`~marl_vec.envs.block_engine.BlockSlotAdapter`).
+    The JaxMARL env is functional (its state lives in the block), so every slot may share it.
 
     Example:
         >>> env = make_jaxmarl("jax_mpe/simple_spread")
@@ -248,46 +253,7 @@ class JaxMarlAdapter(MultiAgentEnv):
         (3, 5)
     """
 
-    def __init__(self, model: Model):
-        self.model = model
-        self.spec = model.spec
-        self.block: JaxBlock | None = None
-        self.slot = 0
-        self._alone: JaxMarlStepper | None = None  # used outside a group: a block of one
-
-    @classmethod
-    def group_stepper(cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews],
-                      block: RowViews) -> GroupStepper:
-        return JaxMarlStepper(adapters, rows, block)
-
-    def _attach(self, block: JaxBlock, slot: int) -> None:
-        self.block, self.slot = block, slot
-
-    def _alone_stepper(self) -> JaxMarlStepper:
-        """A block of one over this adapter's row (an adapter used outside a group)."""
-        if self._alone is None:
-            row = self.row
-            block = RowViews(**{f.name: None if getattr(row, f.name) is None else getattr(row, f.name)[None]
-                                for f in dataclasses.fields(RowViews)})
-            self._alone = JaxMarlStepper([self], [row], block)
-        return self._alone
-
-    def reset(self, seed: int | None = None) -> dict[str, Any]:
-        if self.block is None:
-            self._alone_stepper()
-        assert self.block is not None
-        self.block.reset_slot(self.slot, seed)
-        if self._alone is not None:
-            self.block.flush()
-        return {}
-
-    def step(self, actions: np.ndarray) -> dict[str, Any]:
-        """Only for an adapter outside a group (its block of one); a group steps its block whole."""
-        if self._alone is None:
-            raise RuntimeError("a JaxMARL env is stepped by its group's stepper, not one at a time")
-        infos: list[dict[str, Any]] = [{}]
-        self._alone.step(0, 1, infos)
-        return infos[0]
+    stepper_class = JaxMarlStepper
 
     def episode_stats(self, info: dict[str, Any]) -> dict[str, float]:
         if not self.spec.stats or self.block is None:
@@ -295,52 +261,9 @@ class JaxMarlAdapter(MultiAgentEnv):
         values = self.block.stats[self.slot]
         return {name: float(value) for name, value in zip(self.spec.stats, values)}
 
-    # The JaxMARL env is functional (its state lives in the block), so every slot may share it.
-    native_is_stateless = True
-
     @property
     def native(self) -> Any:
         return self.model.env
-
-    def close(self) -> None:
-        self.block, self._alone = None, None
-
-
-class JaxMarlStepper(GroupStepper):
-    """Owns a group's :class:`JaxBlock` and steps all its envs in one compiled call."""
-
-    def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
-        super().__init__(adapters, rows, block)
-        slots: list[JaxMarlAdapter] = list(adapters)  # type: ignore[arg-type]
-        models = {a.model.key for a in slots}
-        if len(models) != 1:
-            raise ValueError(f"the envs of one JaxMARL group must be the same env with the same kwargs; "
-                             f"got {len(models)} kinds: {sorted(models)}")
-        self.k = len(slots)
-        self.engine = JaxBlock(slots[0].model, self.k, block, rows, slots[0].spec)
-        for j, adapter in enumerate(slots):
-            adapter._attach(self.engine, j)
-
-    def steps_single_envs(self) -> bool:
-        return False
-
-    def autoreset_error(self, mode: str) -> str | None:
-        if mode in SUPPORTED_AUTORESET:
-            return None
-        why = ("it needs per-env snapshots, which the JAX block does not keep" if mode == "fast"
-               else "it leaves finished envs out of a step, and the JAX block steps every env of its group "
-                    "in one call")
-        return f"autoreset={mode!r} is not supported by the JaxMARL family: {why}; allowed: {', '.join(SUPPORTED_AUTORESET)}"
-
-    def flush_resets(self) -> None:
-        self.engine.flush()
-
-    def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        if first != 0 or stop != self.k:
-            self.failed_at = first
-            raise RuntimeError(f"a JaxMARL block steps its {self.k} envs together, not envs {first}..{stop - 1}")
-        self.engine.step()
-        infos[:] = map(dict, itertools.repeat((), self.k))  # k fresh empty dicts, at C speed
 
 
 def make_jaxmarl(env_id: str, **kwargs: Any) -> JaxMarlAdapter:

@@ -1,0 +1,29 @@
+"""VMAS (vmas 1.5.2, torch-vectorized) on its own engine: each group of envs is one VMAS batch.
+
+The family of VMAS scenarios (extra ``vmas``): ``balance``, ``transport``,
+``navigation``, ``wheel``, ``football``, the MPE ports and the debug scenarios.
+Its modules, one idea each: ``catalog`` (served scenarios, options, episode
+seeds), ``model`` (a scenario as our spec; VMAS's random state made private to
+each batch) and ``engine`` (the adapter slots and the group stepper that owns a
+VMAS batch). See docs/families/vmas.md.
+
+Reproducibility: VMAS has one random state per process, not one per env. Each
+env is reseeded before each of its resets (episode ``n`` of an env seeded ``s``
+starts from ``episode_seed(s, n)``), and each batch draws from its own copy of
+VMAS's random state. So the same seeds and actions give the same episodes on
+every backend for the same split of envs into batches (a DummyVecEnv is one
+batch; a SubprocVecEnv one per worker). Scenarios that draw random numbers
+while stepping (noise) draw them for the whole batch at once: their episodes
+depend on the batch they run in, and can differ between two splits. Those
+that draw only at reset give the same episodes for every split.
+
+Example:
+    >>> import marl_vec as mv
+    >>> venv = mv.make({"env": {"family": "vmas", "id": "balance", "kwargs": {"max_steps": 100}}}, num_envs=32)
+    >>> venv.spec.action.shape
+    (2,)
+"""
+
+from marl_vec.envs.vmas.engine import VmasAdapter, make_vmas
+
+__all__ = ["VmasAdapter", "make_vmas"]

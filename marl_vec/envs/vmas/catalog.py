@@ -1,0 +1,114 @@
+"""Which VMAS scenarios the family serves, which options it takes, and how a seed becomes an episode's seed.
+
+One idea: the catalogue and the rules around it. Our ids are VMAS's scenario
+names as ``vmas.make_env`` takes them (``balance``, ``transport``,
+``navigation``, ``wheel``, ``football``, the MPE ports ``simple_spread`` ...,
+and the debug scenarios ``waterfall`` ...). Every scenario of vmas 1.5.2 runs
+on CPU and is served (checked: tests/test_vmas_breadth.py); :data:`LEFT_OUT`
+is empty, and stays the place to name one with its reason.
+
+Options (``env.kwargs``): ``continuous_actions`` (VMAS's default True),
+``max_steps`` (the episode limit, a truncation; VMAS's default None: no limit),
+``clamp_actions``, and any keyword of the scenario itself (``n_agents``, ...).
+Options that belong to the batch or that we fix are refused with the reason
+(:data:`REFUSED`).
+
+Seeds: VMAS has ONE random state for the whole process (torch's, numpy's and
+Python's global generators, swapped in around each call: a class attribute of
+``vmas.Environment``), not one per env. So an env's episodes are made
+reproducible by reseeding it before each of its resets: episode ``n`` of the
+env whose seed is ``s`` starts with ``env.seed(episode_seed(s, n))`` and then
+``env.reset_at(i)``. See :mod:`marl_vec.envs.vmas` for what that guarantees.
+
+May import: numpy, vmas and torch (lazily, via ``require``), ``marl_vec.envs.extras``.
+
+Example:
+    >>> resolve("balance")
+    'balance'
+    >>> episode_seed(0, 0) == episode_seed(0, 0) != episode_seed(0, 1)
+    True
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from marl_vec.envs.extras import require
+
+# vmas 1.5.2's scenario lists (vmas.scenarios, vmas.mpe_scenarios, vmas.debug_scenarios).
+SCENARIOS = ("balance", "ball_passage", "ball_trajectory", "buzz_wire", "discovery", "dispersion", "dropout",
+             "flocking", "football", "give_way", "joint_passage", "joint_passage_size", "multi_give_way",
+             "navigation", "passage", "reverse_transport", "road_traffic", "sampling", "transport", "wheel",
+             "wind_flocking")
+MPE_SCENARIOS = ("simple", "simple_adversary", "simple_crypto", "simple_push", "simple_reference",
+                 "simple_speaker_listener", "simple_spread", "simple_tag", "simple_world_comm")
+DEBUG_SCENARIOS = ("asym_joint", "circle_trajectory", "diff_drive", "drone", "goal", "het_mass",
+                   "kinematic_bicycle", "line_trajectory", "pollock", "vel_control", "waterfall")
+SERVED = SCENARIOS + MPE_SCENARIOS + DEBUG_SCENARIOS
+
+# Scenarios of vmas 1.5.2 that are not served, each with its reason (none: all run on CPU).
+LEFT_OUT: dict[str, str] = {}
+
+# make_env keywords that are not env options here, each with its reason.
+REFUSED = {
+    "num_envs": "the batch sets it (VMAS's batch_dim is the number of envs of a block)",
+    "seed": "envs are seeded by the VecEnv (env_seed, reset(seed=...))",
+    "device": "the family runs VMAS on the CPU (its outputs are copied into numpy buffers)",
+    "wrapper": "the family is the wrapper",
+    "wrapper_kwargs": "the family is the wrapper",
+    "dict_spaces": "the family reads VMAS's outputs as lists, in agent order",
+    "terminated_truncated": "the family always asks VMAS for terminated and truncated apart",
+    "grad_enabled": "the outputs are copied into numpy buffers, so no gradient could flow",
+    "multidiscrete_actions": "the family serves Discrete (continuous_actions=False) and Box actions",
+}
+OPTIONS = ("continuous_actions", "max_steps", "clamp_actions")
+
+
+def resolve(env_id: str) -> str:
+    """Our id -> VMAS's scenario name; an unknown one names what is served."""
+    if env_id in LEFT_OUT:
+        raise ValueError(f"the VMAS scenario {env_id!r} is not served: {LEFT_OUT[env_id]}")
+    if env_id not in SERVED:
+        raise ValueError(f"unknown VMAS scenario {env_id!r}; allowed: {', '.join(SERVED)}")
+    return env_id
+
+
+def split_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` -> (our options with VMAS's defaults, the scenario's own keywords)."""
+    for key in kwargs:
+        if key in REFUSED:
+            raise ValueError(f"VMAS scenario {env_id!r}: env.kwargs {key!r} is not an option here: {REFUSED[key]}; "
+                             f"options: {', '.join(OPTIONS)} and the scenario's own keywords")
+    options = {"continuous_actions": True, "max_steps": None, "clamp_actions": False}
+    options.update({k: v for k, v in kwargs.items() if k in OPTIONS})
+    limit = options["max_steps"]
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"VMAS scenario {env_id!r}: max_steps must be a positive int or None, got {limit!r}")
+    return options, {k: v for k, v in kwargs.items() if k not in OPTIONS}
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """The seed VMAS gets before episode ``episode`` (0, 1, ...) of an env seeded ``seed``:
+    a 32-bit word of ``numpy.random.SeedSequence([seed, episode])`` (numpy's global seed,
+    which VMAS's ``seed`` sets too, takes 32 bits)."""
+    return int(np.random.SeedSequence([int(seed) % 2**64, int(episode)]).generate_state(1)[0])
+
+
+def import_vmas() -> Any:
+    """vmas, imported without the warning that ``gym`` (which VMAS imports for its spaces) prints
+    about being unmaintained."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return require("vmas", "vmas", "VMAS envs")
+
+
+def make_native(scenario: str, num_envs: int, options: dict[str, Any], scenario_kwargs: dict[str, Any]) -> Any:
+    """``vmas.make_env`` of ``num_envs`` envs on the CPU, asking for terminated and truncated apart.
+    Its own first reset (at construction, seeded 0) is overwritten by our per-env resets."""
+    vmas = import_vmas()
+    return vmas.make_env(scenario, num_envs=num_envs, device="cpu", seed=0, terminated_truncated=True,
+                         continuous_actions=bool(options["continuous_actions"]), max_steps=options["max_steps"],
+                         clamp_actions=bool(options["clamp_actions"]), **scenario_kwargs)

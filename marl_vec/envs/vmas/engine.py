@@ -1,0 +1,197 @@
+"""VMAS on its own engine: a whole EnvGroup stepped by one batched torch call.
+
+One idea: :class:`VmasAdapter` is one env slot of a block, and
+:class:`VmasStepper` is the :class:`~marl_vec.envs.base.GroupStepper` that owns
+the group's :class:`VmasBlock`: one ``vmas.Environment`` whose ``batch_dim`` is
+the number of envs of the group, its private random state and each slot's seed.
+One group step is one ``Environment.step`` (every env of the block), then one
+copy per output tensor into the batch buffers (``Tensor.numpy()`` is zero-copy
+on the CPU; the buffers are never aliased to torch's memory). Nothing runs per
+env in Python unless an episode ended.
+
+How our contract maps onto the block:
+
+- Autoreset: where an episode ended, the step's outputs (its TRUE last
+  observation) are in the row; the block then resets those envs at once, each
+  with ``env.seed(episode_seed(...))`` and ``reset_at(i,
+  return_observations=False)``, reads the observations of all of them in one
+  ``get_from_scenario`` (TorchRL's VMAS idiom), and keeps them until the group,
+  having kept the final observation in ``final_*``, calls the adapter's
+  ``reset``, which writes that env's row.
+- ``reset`` with a seed (or of an env that did not just end) is deferred: the
+  group's ``reset`` ends with :meth:`VmasStepper.flush_resets`, which resets
+  every waiting env the same way and reads their observations once.
+- Autoreset modes: ``same_step`` and ``disabled`` are served exactly.
+  ``next_step`` and ``one_episode`` leave finished envs out of a step, which
+  one call over the whole block does not do; ``fast`` needs per-env snapshots.
+  They raise ValueError at construction with the reason.
+
+May import: numpy, torch and vmas (lazily), ``marl_vec.buffers``, ``marl_vec.envs.block_engine``,
+``marl_vec.envs.vmas.{catalog,model}``.
+
+Example:
+    >>> import marl_vec as mv
+    >>> fn = mv.envs.registry.make_env_fn("vmas", "balance", {"max_steps": 100})
+    >>> venv = mv.DummyVecEnv([fn] * 64)            # one VMAS batch of 64
+    >>> venv.reset().obs.shape
+    (64, 3, 16)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from marl_vec.buffers import RowViews
+from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
+from marl_vec.envs.vmas.catalog import episode_seed
+from marl_vec.envs.vmas.model import Model, RandomState, model_of
+
+class VmasBlock:
+    """The VMAS side of ``k`` slots: the native batch, its random state, each slot's seed chain."""
+
+    def __init__(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]):
+        import torch
+
+        self.torch = torch
+        self.model, self.k = model, k
+        self.random = RandomState()
+        self.env = model.native(k, self.random)
+        # Each slot's seed and the number of episodes started from it (episode_seed's arguments).
+        self.base: list[int | None] = [None] * k
+        self.episode = [0] * k
+        self.pending = np.zeros(k, dtype=bool)
+        self.fresh = np.zeros(k, dtype=bool)  # slots reset by the last step, waiting for reset() to write
+        self.reset_obs: list[Any] = []
+        self.block, self.rows = block, list(rows)
+        self.sizes = model.obs_sizes
+        # Zero-copy numpy views of the block's actions, one per agent, in what VMAS takes:
+        # (k, size) float32 for Box actions, (k, 1) int64 for Discrete ones.
+        self._actions = block.actions
+        if model.continuous:
+            self._action_buffer = np.zeros((k, len(model.action_sizes), max(model.action_sizes)), np.float32)
+            self._agent_actions = [torch.from_numpy(self._action_buffer[:, a, :size])
+                                   for a, size in enumerate(model.action_sizes)]
+        else:
+            self._action_buffer = np.zeros((k, len(model.action_sizes), 1), np.int64)
+            self._agent_actions = [torch.from_numpy(self._action_buffer[:, a]) for a in range(len(model.action_sizes))]
+        avail = None
+        if not model.continuous:
+            avail = np.zeros((len(model.action_sizes), max(model.action_sizes)), dtype=bool)
+            for a, n in enumerate(model.action_sizes):
+                avail[a, :n] = True
+        for row in self.rows:  # fixed for the block's life: written once
+            row.agent_mask[...] = True
+            if avail is not None and row.avail_actions is not None:
+                row.avail_actions[...] = avail
+
+    # -- reset ------------------------------------------------------------------
+
+    def reset_slot(self, slot: int, seed: int | None) -> None:
+        """Reset slot: from the last step's autoreset when it just ended and no seed is
+        given (written at once), else deferred to :meth:`flush`."""
+        if seed is None and self.fresh[slot]:
+            self.fresh[slot] = False
+            self._write_rows([slot], self.reset_obs)
+            return
+        if seed is not None:
+            self.base[slot], self.episode[slot] = int(seed), 0
+        self.pending[slot] = True
+
+    def _reset_native(self, slots: list[int]) -> list[Any]:
+        """Reset ``slots`` of the VMAS batch, each on its next episode seed; their observations
+        (of every env: VMAS computes them for the whole batch), read once."""
+        env = self.env
+        with self.random.active():
+            for slot in slots:
+                if self.base[slot] is None:  # never seeded (env_seed=None): its own OS entropy
+                    self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
+                env.seed(episode_seed(self.base[slot], self.episode[slot]))  # type: ignore[arg-type]
+                self.episode[slot] += 1
+                env.reset_at(slot, return_observations=False)
+            return env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False,
+                                         get_dones=False)[0]
+
+    def flush(self) -> None:
+        """Reset every pending slot and write their rows."""
+        if not self.pending.any():
+            return
+        slots = np.flatnonzero(self.pending).tolist()
+        self.pending[...] = False
+        self.fresh[slots] = False
+        self._write_rows(slots, self._reset_native(slots))
+
+    def _write_rows(self, slots: list[int], obs: list[Any]) -> None:
+        target = self.block.obs
+        for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
+            values = tensor.numpy()
+            if len(slots) == 1:
+                target[slots[0], a, :size] = values[slots[0]]
+            else:
+                target[slots, a, :size] = values[slots]
+
+    # -- step -------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One VMAS step of every slot; its outputs copied into the block's arrays; the envs
+        that ended reset at once (their rows keep the last step's views; see the module doc)."""
+        if self.pending.any():  # a reset outside a group's reset() (an adapter used alone)
+            self.flush()
+        # Validated by the VecEnv (shape, range). The agents' tensors view _action_buffer.
+        if self.model.continuous:
+            np.copyto(self._action_buffer, self._actions, casting="unsafe")
+        else:
+            np.copyto(self._action_buffer[..., 0], self._actions, casting="unsafe")
+        with self.random.active():
+            obs, rewards, terminated, truncated, _infos = self.env.step(list(self._agent_actions))
+        block = self.block
+        for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
+            np.copyto(block.obs[:, a, :size], tensor.numpy())
+        k = self.k  # some scenarios give (k, 1) rewards or flags: a view of (k,)
+        for a, tensor in enumerate(rewards):
+            np.copyto(block.reward[:, a], tensor.numpy().reshape(k), casting="same_kind")
+        ended = terminated.numpy().reshape(k)
+        cut = truncated.numpy().reshape(k) & ~ended  # an episode that ended at the step limit ended: not cut
+        np.copyto(block.terminated, ended[:, None])
+        np.copyto(block.truncated, cut[:, None])
+        done = ended | cut
+        self.fresh[...] = False
+        if np.count_nonzero(done):
+            slots = np.flatnonzero(done).tolist()
+            self.reset_obs = self._reset_native(slots)
+            self.fresh[slots] = True
+
+
+class VmasStepper(BlockStepper):
+    """Owns a group's :class:`VmasBlock` and steps all its envs in one VMAS call."""
+
+    family, env_noun, block_noun = "VMAS", "scenario", "the VMAS batch"
+
+    def make_engine(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]) -> VmasBlock:
+        return VmasBlock(model, k, block, rows)
+
+
+class VmasAdapter(BlockSlotAdapter):
+    """One slot of a group's :class:`VmasBlock` (see :class:`~marl_vec.envs.block_engine.BlockSlotAdapter`).
+
+    Example:
+        >>> env = make_vmas("transport", max_steps=50)
+        >>> env.spec.n_agents, env.spec.action.shape
+        (4, (2,))
+    """
+
+    stepper_class = VmasStepper
+
+    @property
+    def native(self) -> Any:
+        """The group's ``vmas.Environment`` (all envs of the block), once the group is built."""
+        return self.block.env if self.block is not None else None
+
+
+def make_vmas(env_id: str, **kwargs: Any) -> VmasAdapter:
+    """One slot of a VMAS scenario (the family's factory): ``balance``, ``transport``,
+    ``navigation``, ``wheel``, ``football``, ... (see :mod:`marl_vec.envs.vmas.catalog`);
+    ``kwargs``: ``continuous_actions``, ``max_steps``, ``clamp_actions`` and the scenario's own."""
+    return VmasAdapter(model_of(env_id, kwargs))
