@@ -7,7 +7,7 @@ Needs only marl_vec and lbforaging: runs in the main venv and in .venv-pymarl
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -146,7 +146,11 @@ def test_register_puts_both_faces_and_refuses_native_names():
             register({}, {}, **kwargs)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pymarlzooplus") is not None, reason="pymarlzooplus is installed here")
-def test_register_without_pymarlzooplus_names_the_install_script():
-    with pytest.raises(ImportError, match="scripts/install_pymarl_venv.sh"):
+def test_register_without_pymarlzooplus_names_the_install_script(monkeypatch):
+    for name in ("pymarlzooplus", "pymarlzooplus.envs", "pymarlzooplus.runners"):
+        monkeypatch.setitem(sys.modules, name, None)  # its import raises ImportError, installed or not
+    with pytest.raises(ImportError, match="bash scripts/install_pymarl_venv.sh"):
         register()
+    envs: dict = {}
+    with pytest.raises(ImportError, match="register\\(envs.REGISTRY, runners.REGISTRY\\)"):
+        register(envs)  # the runner face's default registry is pymarlzooplus's too

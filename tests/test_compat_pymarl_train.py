@@ -19,6 +19,10 @@ Runs in .venv-pymarl (bash scripts/install_pymarl_venv.sh).
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 pytest.importorskip("pymarlzooplus", reason="pymarlzooplus 1.1.0 lives in .venv-pymarl: "
@@ -79,3 +83,16 @@ def test_mappo_mpe_parallel_runner(tmp_path):
     runner_face = pt.train("mappo", tmp_path / "runner", env="marl_vec", runner="marl_vec",
                            env_args={**MPE, "backend": "subproc", "num_workers": 2}, **MAPPO)
     pt.assert_identical(env_face, runner_face)
+
+
+@pytest.mark.slow
+def test_train_with_script_runs_their_entry_point_and_exits():
+    # pymarlzooplus's own entry point (sacred, logger, plots) with the runner face on subproc
+    # workers; the run ends: close_env() closes the workers.
+    script = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "train_with" / "pymarl_qmix.py"
+    out = subprocess.run([sys.executable, str(script), "--t-max", "300", "--batch-size-run", "2", "--backend",
+                          "subproc"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("t_env=") and "return_mean=" in last, out.stdout[-2000:]
+    assert int(last.split()[0].split("=")[1]) > 300

@@ -28,6 +28,9 @@ name -> callable taking ``**env_args``) and step them with a runner from
 - ``env_kwargs``: a dict over the config's ``env.kwargs``; ``state``: the state option
   (``auto``, ``env``, ``concat``); ``step_api``: ``"pymarl"`` or ``"epymarl"``;
   ``backend``, ``num_workers``: the runner face's VecEnv (the env face is in-process).
+- ``time_limit``, ``render``: the keys of pymarlzooplus's ``--env-config=gymma``, taken so
+  that its entry point runs: ``time_limit`` must be None or the config's own limit (set
+  the limit in ``env_kwargs``), ``render`` False (the runners call ``render()`` themselves).
 
 Example (the env face alone; ``register()`` makes it the trainer's ``env=marl_vec``):
     >>> env = PyMARLEnv(key="lbf/8x8-2p-2f-coop", seed=0)
@@ -53,7 +56,7 @@ from marl_vec.vec.base import StepResult, VecEnv
 INSTALL = "bash scripts/install_pymarl_venv.sh (it builds .venv-pymarl)"
 STEP_APIS = ("pymarl", "epymarl")
 # env_args the faces take; the trainer adds ``seed``.
-ENV_ARGS = ("key", "seed", "env_kwargs", "state", "step_api", "backend", "num_workers")
+ENV_ARGS = ("key", "seed", "env_kwargs", "state", "step_api", "backend", "num_workers", "time_limit", "render")
 
 
 def check_env_args(env_args: Mapping[str, Any], who: str) -> None:
@@ -65,6 +68,8 @@ def check_env_args(env_args: Mapping[str, Any], who: str) -> None:
     if env_args.get("key") is None:
         raise ValueError(f"{who}: env_args.key names the marl_vec config, e.g. key='lbf/8x8-2p-2f-coop' "
                          "(a shipped config name, a YAML path or a config dict)")
+    if env_args.get("render"):
+        raise ValueError(f"{who}: env_args.render must be False; PyMARL's runners call render() when args.render")
     api = env_args.get("step_api", "pymarl")
     if api not in STEP_APIS:
         raise ValueError(f"{who}: step_api must be one of {', '.join(STEP_APIS)}, got {api!r}")
@@ -88,14 +93,14 @@ def make_vec_from_env_args(env_args: Mapping[str, Any], num_envs: int, autoreset
     cfg = load_config(env_args["key"], overrides)
     venv = make_from_config(cfg)
     try:
-        check_spec(venv.spec, env_args["key"])
+        check_spec(venv.spec, env_args["key"], env_args.get("time_limit"))
     except BaseException:
         venv.close()
         raise
     return venv
 
 
-def check_spec(spec: EnvSpec, key: Any) -> None:
+def check_spec(spec: EnvSpec, key: Any, time_limit: int | None = None) -> None:
     """PyMARL's agents pick one discrete action each from flat observations; its batch is sized by the limit."""
     if not isinstance(spec.action, DiscreteAction):
         raise TypeError(f"{key}: PyMARL's trainers take one discrete action per agent; this env's action is "
@@ -106,6 +111,10 @@ def check_spec(spec: EnvSpec, key: Any) -> None:
     if spec.episode_limit is None:
         raise ValueError(f"{key}: the env declares no episode_limit, which PyMARL sizes its episode batch by: "
                          "set the env's step limit in env_kwargs (e.g. max_cycles / max_episode_steps)")
+    if time_limit is not None and time_limit != spec.episode_limit:
+        raise ValueError(f"{key}: env_args.time_limit={time_limit} differs from the env's episode_limit "
+                         f"{spec.episode_limit}; set time_limit=None and the env's limit in env_kwargs "
+                         "(e.g. max_cycles / max_episode_steps)")
 
 
 def team_reward(row: np.ndarray) -> float:
