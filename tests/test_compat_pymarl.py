@@ -114,8 +114,10 @@ def test_seed_makes_episodes_repeat():
     ({"key": "lbf/8x8-2p-2f-coop", "sight": 2}, TypeError, "unknown env_args sight; allowed: key, seed, env_kwargs"),
     ({"seed": 0}, ValueError, "env_args.key names the marl_vec config"),
     ({"key": "lbf/8x8-2p-2f-coop", "step_api": "gym"}, ValueError, "step_api must be one of pymarl, epymarl"),
-    ({"key": "mpe/simple_spread", "env_kwargs": {"continuous_actions": True}}, TypeError,
-     "one discrete action per agent"),
+    ({"key": {"env": {"family": "gym", "id": "Pendulum-v1"}}}, TypeError, "one discrete action per agent"),
+    ({"key": "lbf/8x8-2p-2f-coop", "time_limit": 100}, ValueError, "time_limit=100 differs from the env's "
+     "episode_limit 50"),
+    ({"key": "lbf/8x8-2p-2f-coop", "render": True}, ValueError, "env_args.render must be False"),
     ({"key": "lbf/8x8-2p-2f-coop", "env_kwargs": {"sigh": 2}}, Exception, "unknown lbf option"),
 ])
 def test_bad_env_args_are_refused(env_args, error, match):

@@ -42,6 +42,21 @@ QMIX = {"t_max": 400, "batch_size": 4}  # 9 episodes, 6 QMIX updates
 MAPPO = {"t_max": 400, "batch_size_run": 4, "batch_size": 4, "buffer_size": 4}  # 3 runs of 4 envs
 
 
+def test_register_gives_lbforaging_its_ids_back():
+    # pymarlzooplus registers some lbforaging ids again with other levels; imported after
+    # lbforaging, its variant would win in this process but not in spawned workers.
+    import importlib
+
+    import gymnasium as gym
+    import lbforaging  # noqa: F401
+    import pymarlzooplus.envs.lbf_registration as theirs
+
+    importlib.reload(theirs)
+    assert gym.spec("Foraging-8x8-2p-2f-coop-v3").kwargs["max_player_level"] == 3
+    register()
+    assert gym.spec("Foraging-8x8-2p-2f-coop-v3").kwargs["max_player_level"] == 2
+
+
 @pytest.fixture(autouse=True)
 def _deterministic():
     pt.deterministic()

@@ -64,6 +64,7 @@ def register(envs_registry: MutableMapping[str, Any] | None = None,
                              f"{'env' if what == 'key' else 'runner'}; pick another name (default 'marl_vec')")
     if envs_registry is None:
         envs_registry = _pymarlzooplus("envs").REGISTRY
+        _lbforaging_ids_win()
     envs_registry[key] = PyMARLEnv
     if runner is None:
         return
@@ -72,6 +73,27 @@ def register(envs_registry: MutableMapping[str, Any] | None = None,
     if runners_registry is None:
         runners_registry = _pymarlzooplus("runners").REGISTRY
     runners_registry[runner] = functools.partial(MarlVecRunner, env_key=key, episode_batch=episode_batch)
+
+
+def _lbforaging_ids_win() -> None:
+    """Give lbforaging's own gymnasium ids back to lbforaging.
+
+    Importing ``pymarlzooplus.envs`` registers some of lbforaging's ``-v3`` ids again with
+    other levels (``Foraging-8x8-2p-2f-coop-v3``: players and food at level 3, where
+    lbforaging has players 1-2). Which one an id means then depends on import order: in
+    their own runs lbforaging is imported after them and wins, also in their ``parallel``
+    runner's spawned workers and in marl_vec's worker processes. Where lbforaging was
+    imported first, this process would build their variant and the workers lbforaging's;
+    registering lbforaging's ids again makes every process build the same env.
+    """
+    import sys
+    import warnings
+
+    module = sys.modules.get("lbforaging")
+    if module is not None:
+        with warnings.catch_warnings():  # gymnasium warns once per id it registers again
+            warnings.simplefilter("ignore")
+            importlib.reload(module)
 
 
 def _pymarlzooplus(module: str) -> Any:
