@@ -17,6 +17,10 @@
   venv of its own; imported on first use).
 - :class:`TianshouVectorEnv`: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
   its own: scripts/install_tianshou_venv.sh; imported on first use).
+- ``marl_vec.compat.pymarl``: the PyMARL school's env face (``PyMARLEnv``) and runner face
+  (``MarlVecRunner``), put into pymarlzooplus's / EPyMARL's registries by ``register()``
+  (in .venv-pymarl: scripts/install_pymarl_venv.sh); not re-exported here, because they
+  build their envs from marl_vec configs, a layer above the faces.
 
 Example:
     >>> import gymnasium as gym
