@@ -11,22 +11,29 @@ Three comparisons, ratios from one run, compile times reported apart:
 - SMAX 3m x 256: DummyVecEnv against JaxMARL direct.
 
 Each candidate runs ``--seconds`` of wall time per round after a warm-up step,
-rounds interleaved (``--rounds``); the median env-steps/s is reported. Run it on
-a quiet machine and report ``uptime`` beside it: every candidate uses all cores.
+rounds interleaved (``--rounds``); the median env-steps/s is reported with every
+round's rate, their spread ((max - min) / median) and the 1-minute load average
+at each round. Run it on a quiet machine: every candidate uses all cores.
+
+``--sweep`` then measures env-steps/s against num_envs (1 ... 4,096) for both
+families and JaxMARL direct (and the plain mpe2 loop up to 64 envs), writes the
+numbers to ``--sweep-csv`` and plots them into ``--plot`` (log-log).
 
     python scripts/benchmark_jaxmarl.py
     python scripts/benchmark_jaxmarl.py --seconds 2 --rounds 2
+    python scripts/benchmark_jaxmarl.py --sweep --plot docs/images/jaxmarl_scaling.png
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -79,7 +86,8 @@ def direct(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]
     split = jax.jit(jax.vmap(lambda k: jax.random.split(k)))
     obs, state = jax.jit(jax.vmap(env.reset))(keys)
     step = jax.jit(jax.vmap(env.step))
-    avail_fn = jax.jit(jax.vmap(env.get_avail_actions)) if make_id.endswith("SMAX") else None
+    smax = make_id.endswith("SMAX")
+    avail_fn = jax.jit(jax.vmap(env.get_avail_actions)) if smax else None
     holder = {"keys": keys, "state": state, "avail": None}
 
     def one(actions: np.ndarray) -> None:
@@ -87,9 +95,11 @@ def direct(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]
         holder["keys"] = pairs[:, 0]
         acts = {a: actions[:, i] for i, a in enumerate(agents)}
         obs, holder["state"], rewards, dones, _ = step(pairs[:, 1], holder["state"], acts)
-        for a in agents:  # the same outputs read as ours: obs, rewards, dones (and avail for SMAX)
-            np.asarray(obs[a]), np.asarray(rewards[a])
+        for a in agents:  # the same outputs read as ours: obs, rewards, dones (SMAX: world state, avail)
+            np.asarray(obs[a]), np.asarray(rewards[a]), np.asarray(dones[a])
         np.asarray(dones["__all__"])
+        if smax:
+            np.asarray(obs["world_state"])
         if avail_fn is not None:
             avail = avail_fn(holder["state"])
             holder["avail"] = np.stack([np.asarray(avail[a]) for a in agents], axis=1)
@@ -142,24 +152,101 @@ def rate(run: Runner, n_envs: int, seconds: float) -> float:
     return steps * n_envs / (time.perf_counter() - started)
 
 
+def spread(rates: Sequence[float]) -> float:
+    """(max - min) / median of one candidate's rounds: how far to trust its median on a shared machine."""
+    return (max(rates) - min(rates)) / statistics.median(rates)
+
+
 def compare(title: str, candidates: dict[str, tuple[Callable, int]], rounds: int, seconds: float) -> dict[str, float]:
     built = {}
     for name, (make, n_envs) in candidates.items():
         with contextlib.redirect_stdout(io.StringIO()):
             run, compile_s, close = make()
         built[name] = (run, n_envs, close)
-        print(f"  {name}: built and compiled in {compile_s:.1f} s")
+        print(f"  {name}: built and compiled in {compile_s:.1f} s (apart from the rates below)", flush=True)
     rates: dict[str, list[float]] = {name: [] for name in built}
+    loads = []
     for _ in range(rounds):
         for name, (run, n_envs, _) in built.items():
             rates[name].append(rate(run, n_envs, seconds))
+        loads.append(os.getloadavg()[0])
     for _, _, close in built.values():
         close()
     medians = {name: statistics.median(r) for name, r in rates.items()}
-    print(title)
+    print(f"{title}   (1-min load after each round: {', '.join(f'{x:.1f}' for x in loads)})")
     for name, value in medians.items():
-        print(f"  {name:<40} {value:>12,.0f} env-steps/s   (rounds: {', '.join(f'{r:,.0f}' for r in rates[name])})")
+        print(f"  {name:<40} {value:>12,.0f} env-steps/s   spread {spread(rates[name]):.0%}   "
+              f"(rounds: {', '.join(f'{r:,.0f}' for r in rates[name])})")
     return medians
+
+
+SWEEP_SIZES = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def sweep(sizes: Sequence[int], seconds: float, rounds: int, loop_max: int, path: str | None) -> list[dict]:
+    """env-steps/s against num_envs for each candidate; one CSV row per (candidate, size)."""
+    candidates: dict[str, Callable[[int], tuple[Runner, float, Callable[[], None]]]] = {
+        "MPE simple_spread, marl_vec DummyVecEnv": lambda n: ours("jax_mpe/simple_spread", n),
+        "MPE simple_spread, JaxMARL direct": lambda n: direct("jax_mpe/simple_spread", n),
+        "SMAX 3m, marl_vec DummyVecEnv": lambda n: ours("smax/3m", n),
+        "SMAX 3m, JaxMARL direct": lambda n: direct("smax/3m", n),
+        "MPE simple_spread, plain mpe2 loop": plain_mpe2_loop,
+    }
+    rows = []
+    for n in sizes:
+        for name, make in candidates.items():
+            if "mpe2" in name and n > loop_max:  # linear in n: the small sizes say it all
+                continue
+            with contextlib.redirect_stdout(io.StringIO()):
+                run, compile_s, close = make(n)
+            rates = [rate(run, n, seconds) for _ in range(rounds)]
+            close()
+            row = {"candidate": name, "num_envs": n, "env_steps_per_s": round(statistics.median(rates)),
+                   "spread": round(spread(rates), 3), "compile_s": round(compile_s, 1),
+                   "load1": round(os.getloadavg()[0], 2)}
+            rows.append(row)
+            print(f"  {name:<40} x{n:<5} {row['env_steps_per_s']:>12,} env-steps/s  spread {row['spread']:.0%}  "
+                  f"(compile {compile_s:.1f} s, load {row['load1']})", flush=True)
+    if path:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
+def plot_sweep(rows: list[dict], path: str, note: str) -> None:
+    """Log-log env-steps/s against num_envs, one line per candidate."""
+    from marl_vec.plots import require_matplotlib
+
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    styles = {"DummyVecEnv": "-", "direct": "--", "mpe2": ":"}
+    for name in dict.fromkeys(r["candidate"] for r in rows):
+        mine = [r for r in rows if r["candidate"] == name]
+        style = next(v for k, v in styles.items() if k in name)
+        color = "tab:blue" if name.startswith("MPE") else "tab:red"
+        if "mpe2" in name:
+            color = "tab:gray"
+        ax.plot([r["num_envs"] for r in mine], [r["env_steps_per_s"] for r in mine], style, marker="o",
+                color=color, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sizes = sorted({r["num_envs"] for r in rows})
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.set_xlabel("num_envs (one jitted, vmapped block)")
+    ax.set_ylabel("env-steps/s")
+    ax.set_title(f"JaxMARL through marl_vec vs direct, 2 shared CPU cores\n{note}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -169,8 +256,35 @@ def main() -> None:
     parser.add_argument("--mpe-envs", type=int, default=1024)
     parser.add_argument("--smax-envs", type=int, default=256)
     parser.add_argument("--loop-envs", type=int, default=64, help="envs of the plain mpe2 loop")
+    parser.add_argument("--sweep", action="store_true", help="also measure env-steps/s against num_envs")
+    parser.add_argument("--sweep-sizes", default=",".join(map(str, SWEEP_SIZES)), help="comma-separated num_envs")
+    parser.add_argument("--sweep-seconds", type=float, default=1.5, help="wall time per size and round")
+    parser.add_argument("--sweep-rounds", type=int, default=2)
+    parser.add_argument("--sweep-csv", default=None, metavar="CSV", help="write the sweep's numbers here")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="plot the sweep here")
+    parser.add_argument("--skip-compare", action="store_true", help="only the sweep")
     args = parser.parse_args()
+    if args.skip_compare and not args.sweep:
+        parser.error("--skip-compare needs --sweep")
+    sizes = [int(x) for x in args.sweep_sizes.split(",") if x.strip()]
+    if any(n < 1 for n in sizes) or not sizes:
+        parser.error(f"--sweep-sizes must be positive integers, got {args.sweep_sizes!r}")
+    print(f"load average: {os.getloadavg()}", flush=True)
+    if not args.skip_compare:
+        compare_all(args)
+    if args.sweep:
+        print("env-steps/s against num_envs:")
+        rows = sweep(sizes, args.sweep_seconds, args.sweep_rounds, args.loop_envs, args.sweep_csv)
+        if args.plot:
+            loads = [r["load1"] for r in rows]
+            plot_sweep(rows, args.plot, f"median of {args.sweep_rounds} x {args.sweep_seconds:g} s per point; "
+                                        f"1-min load {min(loads):.1f}-{max(loads):.1f}")
+            print(f"plot: {args.plot}")
     print(f"load average: {os.getloadavg()}")
+
+
+def compare_all(args: argparse.Namespace) -> None:
+    """The three comparisons of the module doc, ratios from one run."""
     mpe = compare(f"MPE simple_spread x {args.mpe_envs}", {
         "marl_vec DummyVecEnv (jaxmarl family)": (lambda: ours("jax_mpe/simple_spread", args.mpe_envs), args.mpe_envs),
         "JaxMARL direct (jit + vmap)": (lambda: direct("jax_mpe/simple_spread", args.mpe_envs), args.mpe_envs),
@@ -185,7 +299,6 @@ def main() -> None:
     }, args.rounds, args.seconds)
     names = list(smax)
     print(f"  ratio ours / direct: {smax[names[0]] / smax[names[1]]:.2f}x (target >= 0.8x)")
-    print(f"load average: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

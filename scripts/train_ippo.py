@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A compact PPO trainer for MPE simple_spread that learns through marl_vec.
+"""A compact PPO trainer (MAPPO: shared actor, centralised critic) that learns through marl_vec.
 
 One actor network is shared by every agent (it sees the agent's own observation
 and a one-hot agent id); one critic sees the global state and the agent id
@@ -8,23 +8,34 @@ GAE, and episodes cut by the time limit are bootstrapped from the value of
 ``final_state``, the last state of the ended episode that marl_vec keeps in the
 same_step autoreset mode.
 
+The actor's logits are masked by the env's avail actions and dead agents' samples
+(``agent_mask``) do not count in the losses, so SMAC-style envs (SMAX) train as they are.
+Where the family reports ``battle_won`` in its episode stats (SMAX, SC2), the win rate
+of the last 100 episodes is tracked and logged too.
+
 It first measures the random policy, then trains for ``--minutes`` and ends by
 printing one line ``random_return=X final_return=Y`` (mean team return of the
-last 100 episodes of each phase).
+last 100 episodes of each phase). ``--log CSV`` writes one row per iteration: wall
+time, env-steps, episodes, the last 100 episodes' mean return and win rate, the
+random policy's, and the 1-minute load average.
 
 Example:
     python scripts/train_ippo.py --minutes 8
     python scripts/train_ippo.py --minutes 1 --num-envs 8 --backend subproc --plot curve.png
+    python scripts/train_ippo.py --config smax/3m --num-envs 128 --rollout-steps 32 --minutes 45 \\
+        --hp gamma=0.99 --hp reward_scale=1 --hp epochs=4 --hp minibatches=4 --log smax_3m.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import math
+import os
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -184,6 +195,7 @@ class Trainer:
         self.buf = Rollout(hp.rollout_steps, venv.num_envs, spec)
         self.result = venv.reset()
         self.returns: list[float] = []  # team return of every finished training episode
+        self.wins: list[float] = []  # battle_won of every finished episode, where the family reports it
         self.env_steps = 0
 
     @torch.no_grad()
@@ -207,7 +219,7 @@ class Trainer:
             b.next_state[t] = r.state
             if r.done.any():
                 b.next_state[t][r.done] = r.final_state[r.done]
-                self.returns.extend(info["episode"]["return"] for info in r.infos if "episode" in info)
+                record_episodes(r.infos, self.returns, self.wins)
         self.result = r
         self.env_steps += self.hp.rollout_steps * self.venv.num_envs
 
@@ -254,18 +266,46 @@ class Trainer:
         return info
 
 
-def random_return(venv: mv.VecEnv, episodes: int, seed: int) -> tuple[float, int]:
-    """Mean team return of the first ``episodes`` episodes of the uniform random policy,
-    and the env-steps it took."""
+def record_episodes(infos: Sequence[dict], returns: list[float], wins: list[float]) -> None:
+    """Append the return (and ``battle_won``, where reported) of every episode that ended in ``infos``."""
+    for info in infos:
+        episode = info.get("episode")
+        if episode is not None:
+            returns.append(float(episode["return"]))
+            if "battle_won" in episode:
+                wins.append(float(episode["battle_won"]))
+
+
+def random_return(venv: mv.VecEnv, episodes: int, seed: int) -> tuple[float, int, float]:
+    """Mean team return of the first ``episodes`` episodes of the uniform random policy
+    (over the available actions), the env-steps it took, and its win rate (NaN where the
+    family reports no ``battle_won``)."""
     policy = RandomPolicy(venv.spec, venv.num_envs, seed)
     returns: list[float] = []
+    wins: list[float] = []
     r = venv.reset()
     env_steps = 0
     while len(returns) < episodes:
         r = venv.step(policy(r))
         env_steps += venv.num_envs
-        returns.extend(info["episode"]["return"] for info in r.infos if "episode" in info)
-    return float(np.mean(returns[:episodes])), env_steps
+        record_episodes(r.infos, returns, wins)
+    win_rate = float(np.mean(wins[:episodes])) if wins else math.nan
+    return float(np.mean(returns[:episodes])), env_steps, win_rate
+
+
+# frames / seconds / episodes / last100_win: the names scripts/train_with/plot_log.py reads.
+LOG_COLUMNS = ("iteration", "seconds", "frames", "episodes", "last100_return", "last100_win",
+               "random_return", "random_win", "entropy", "load1")
+
+
+def log_row(writer: Any, iteration: int, wall: float, trainer: "Trainer", baseline: float, random_win: float,
+            entropy: float) -> None:
+    """One row of the ``--log`` CSV (empty win cells where the family reports no battle_won)."""
+    recent, wins = trainer.returns[-100:], trainer.wins[-100:]
+    writer.writerow([iteration, f"{wall:.1f}", trainer.env_steps, len(trainer.returns),
+                     f"{np.mean(recent):.4f}" if recent else "", f"{np.mean(wins):.4f}" if wins else "",
+                     f"{baseline:.4f}", "" if math.isnan(random_win) else f"{random_win:.4f}",
+                     f"{entropy:.4f}", f"{os.getloadavg()[0]:.2f}"])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -282,6 +322,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="override a PPO setting of Hyper, e.g. --hp lr=3e-4 --hp epochs=5")
     p.add_argument("--threads", type=int, default=1, help="torch threads (the nets are tiny: 1 is fastest)")
     p.add_argument("--plot", default=None, metavar="PNG", help="save the learning curve here")
+    p.add_argument("--log", default=None, metavar="CSV", help="write one row per iteration here (see the module doc)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.minutes <= 0 and args.iterations is None:
@@ -303,30 +344,45 @@ def main(argv: Sequence[str] | None = None) -> tuple[float, float]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     hp = Hyper(rollout_steps=args.rollout_steps, **args.hp)
-    with mv.make(args.config, num_envs=args.num_envs, backend=args.backend, env_seed=args.seed,
-                 autoreset="same_step") as venv:
-        t0 = time.perf_counter()
-        baseline, random_steps = random_return(venv, args.random_episodes, args.seed)
-        random_rate = random_steps / (time.perf_counter() - t0)
-        print(f"random policy: mean return {baseline:.2f} over {args.random_episodes} episodes "
-              f"({random_rate:,.0f} env-steps/s)")
-        trainer = Trainer(venv, hp, args.seed)
-        budget = args.minutes * 60
-        start = time.perf_counter()
-        iteration = 0
-        with tqdm(total=round(budget), unit="s", disable=args.no_progress, desc="train") as bar:
-            while True:
-                elapsed = time.perf_counter() - start
-                if (args.iterations is not None and iteration >= args.iterations) or (
-                        args.iterations is None and elapsed >= budget):
-                    break
-                trainer.collect()
-                stats = trainer.update()
-                iteration += 1
-                bar.update(min(round(time.perf_counter() - start), bar.total) - bar.n)
-                recent = trainer.returns[-100:]
-                bar.set_postfix(steps=trainer.env_steps, ret=f"{np.mean(recent):.2f}" if recent else "-",
-                                ent=f"{stats['entropy']:.2f}")
+    log_file = open(args.log, "w", newline="") if args.log else None
+    writer = csv.writer(log_file) if log_file else None
+    try:
+        with mv.make(args.config, num_envs=args.num_envs, backend=args.backend, env_seed=args.seed,
+                     autoreset="same_step") as venv:
+            t0 = time.perf_counter()
+            baseline, random_steps, random_win = random_return(venv, args.random_episodes, args.seed)
+            random_rate = random_steps / (time.perf_counter() - t0)
+            won = "" if math.isnan(random_win) else f", win rate {random_win:.3f}"
+            print(f"random policy: mean return {baseline:.2f}{won} over {args.random_episodes} episodes "
+                  f"({random_rate:,.0f} env-steps/s)", flush=True)
+            trainer = Trainer(venv, hp, args.seed)
+            if writer:
+                writer.writerow(LOG_COLUMNS)
+                log_row(writer, 0, 0.0, trainer, baseline, random_win, math.nan)
+            budget = args.minutes * 60
+            start = time.perf_counter()
+            iteration = 0
+            with tqdm(total=round(budget), unit="s", disable=args.no_progress, desc="train") as bar:
+                while True:
+                    elapsed = time.perf_counter() - start
+                    if (args.iterations is not None and iteration >= args.iterations) or (
+                            args.iterations is None and elapsed >= budget):
+                        break
+                    trainer.collect()
+                    stats = trainer.update()
+                    iteration += 1
+                    bar.update(min(round(time.perf_counter() - start), bar.total) - bar.n)
+                    recent, wins = trainer.returns[-100:], trainer.wins[-100:]
+                    bar.set_postfix(steps=trainer.env_steps, ret=f"{np.mean(recent):.2f}" if recent else "-",
+                                    **({"win": f"{np.mean(wins):.2f}"} if wins else {}),
+                                    ent=f"{stats['entropy']:.2f}")
+                    if writer:
+                        log_row(writer, iteration, time.perf_counter() - start, trainer, baseline, random_win,
+                                stats["entropy"])
+                        log_file.flush()  # a long run's curve can be read while it runs
+    finally:
+        if log_file:
+            log_file.close()
     final = float(np.mean(trainer.returns[-100:])) if trainer.returns else float("nan")
     seconds = time.perf_counter() - start
     rate = trainer.env_steps / seconds if seconds > 0 else float("nan")
@@ -334,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> tuple[float, float]:
     # measured in the same run compare like with like (what the trainer costs on top).
     print(f"trained {iteration} iterations, {trainer.env_steps} env-steps, {len(trainer.returns)} episodes "
           f"in {seconds:.0f} s ({rate:,.0f} env-steps/s, {rate / random_rate:.2f} x the random rollout's)")
+    if trainer.wins:
+        print(f"win rate of the last 100 episodes: {np.mean(trainer.wins[-100:]):.3f} (random: {random_win:.3f})")
     if args.plot:
         from marl_vec.plots import plot_returns
 

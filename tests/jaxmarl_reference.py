@@ -41,7 +41,11 @@ def check_exact_flag() -> None:
 
 import numpy as np
 
-from marl_vec.envs.jaxmarl.engine import Model
+import marl_vec as mv
+from marl_vec.envs.jaxmarl.engine import Model, model_of
+from marl_vec.envs.registry import make_env_fn
+
+K = 4  # envs per block in every JaxMARL test: shapes repeat, so JAX's persistent cache serves them
 
 
 class Reference:
@@ -118,3 +122,60 @@ class Reference:
             final["dead_allies"] = (~alive[:, :allies]).sum(axis=1)
             final["dead_enemies"] = (~alive[:, allies:]).sum(axis=1)
         return after, final
+
+
+def random_available(rng: np.random.Generator, avail: np.ndarray) -> np.ndarray:
+    """Random available actions (``avail``: the reference's where it has its own, else the spec's)."""
+    return (rng.random(avail.shape) * avail).argmax(-1).astype(np.int32)
+
+
+def compare(env_id: str, kwargs: dict, steps: int, backend: str, seed: int = 7) -> int:
+    """Steps the family (``K`` envs, or two workers of ``K`` on Subproc) and the reference side by side,
+    asserting every output equal; returns the number of episodes that ended."""
+    n_envs = K if backend == "dummy" else 2 * K
+    model = model_of(env_id, kwargs)
+    fn = make_env_fn("jaxmarl", env_id, kwargs)
+    extra = {} if backend == "dummy" else {"num_workers": 2}
+    ref = Reference(model, seeds=[seed + i for i in range(n_envs)])
+    rng = np.random.default_rng(0)
+    ended = 0
+    with mv.make_vec([fn] * n_envs, backend=backend, env_seed=seed, **extra) as venv:
+        r = venv.reset()
+        expected = ref.reset()
+        same_views(r, expected, env_id, "reset")
+        for t in range(steps):
+            actions = random_available(rng, expected.get("avail_actions", r.avail_actions))
+            r = venv.step(actions)
+            after, final = ref.step(actions)
+            where = f"{env_id} step {t}"
+            np.testing.assert_array_equal(r.done, after["done"], err_msg=where)
+            np.testing.assert_array_equal(r.reward, after["reward"], err_msg=where)
+            np.testing.assert_array_equal(r.terminated | r.truncated,
+                                          after["agent_done"] | after["done"][:, None], err_msg=where)
+            same_views(r, after, env_id, where)
+            for i in np.flatnonzero(r.done):
+                ended += 1
+                np.testing.assert_array_equal(r.final_obs[i], final["obs"][i], err_msg=where)
+                if "state" in final:
+                    np.testing.assert_array_equal(r.final_state[i], final["state"][i], err_msg=where)
+                if "avail_actions" in final:
+                    np.testing.assert_array_equal(r.final_avail_actions[i], final["avail_actions"][i], err_msg=where)
+                episode = r.infos[i]["episode"]
+                if "dead_allies" in final:
+                    assert episode["dead_allies"] == final["dead_allies"][i]
+                    assert episode["dead_enemies"] == final["dead_enemies"][i]
+                    won = final["dead_enemies"][i] == model.env.num_enemies and final["dead_allies"][i] < model.env.num_allies
+                    assert episode["battle_won"] == float(won)
+            expected = after
+    return ended
+
+
+def same_views(r: mv.StepResult, expected: dict, env_id: str, where: str) -> None:
+    """obs, and state, avail actions and agent mask where the reference has them, equal bit for bit."""
+    np.testing.assert_array_equal(r.obs, expected["obs"], err_msg=f"{where}: obs")
+    if "state" in expected:
+        np.testing.assert_array_equal(r.state, expected["state"], err_msg=f"{where}: state")
+    if "avail_actions" in expected:
+        np.testing.assert_array_equal(r.avail_actions, expected["avail_actions"], err_msg=f"{where}: avail")
+    if "agent_mask" in expected:
+        np.testing.assert_array_equal(r.agent_mask, expected["agent_mask"], err_msg=f"{where}: agent_mask")

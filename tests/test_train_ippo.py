@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import re
 import sys
@@ -90,16 +91,33 @@ def test_one_update_changes_the_policy(ippo):
     assert any(not torch.equal(a, p) for a, p in zip(before, trainer.net.parameters()))
 
 
+def test_episodes_are_recorded_with_battle_won_where_the_family_reports_it(ippo):
+    returns, wins = [], []
+    ippo.record_episodes([{}, {"episode": {"return": 1.5, "battle_won": 1.0}}, {"episode": {"return": -2}}],
+                         returns, wins)
+    assert returns == [1.5, -2.0] and wins == [1.0]
+
+
 def test_one_training_iteration_end_to_end(ippo, tmp_path, capsys):
-    plot = tmp_path / "curve.png"
-    baseline, final = ippo.main(["--iterations", "1", "--num-envs", "2", "--random-episodes", "2",
-                                 "--rollout-steps", "25", "--no-progress", "--plot", str(plot)])
+    plot, log = tmp_path / "curve.png", tmp_path / "log.csv"
+    baseline, final = ippo.main(["--iterations", "2", "--num-envs", "2", "--random-episodes", "2",
+                                 "--rollout-steps", "25", "--no-progress", "--plot", str(plot), "--log", str(log)])
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"random_return=-?\d+\.\d\d final_return=-?\d+\.\d\d", lines[-1])
     assert lines[-1] == f"random_return={baseline:.2f} final_return={final:.2f}"
-    assert lines[-2].startswith("trained 1 iterations, 50 env-steps, 2 episodes")
+    assert lines[-2].startswith("trained 2 iterations, 100 env-steps, 4 episodes")
     assert baseline < 0 and final < 0
     assert plot.stat().st_size > 0
+    # One row before training and one per iteration, in the columns plot_log.py reads; MPE has no battle_won.
+    with open(log, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == ippo.LOG_COLUMNS
+    assert [(r["iteration"], r["frames"], r["episodes"]) for r in rows] == [("0", "0", "0"), ("1", "50", "2"),
+                                                                          ("2", "100", "4")]
+    assert float(rows[2]["last100_return"]) == pytest.approx(final, abs=1e-4)
+    assert float(rows[0]["random_return"]) == pytest.approx(baseline, abs=1e-4)
+    assert rows[2]["last100_win"] == rows[2]["random_win"] == ""
+    assert float(rows[2]["load1"]) >= 0 and float(rows[2]["seconds"]) > 0
 
 
 def test_bad_flags_are_refused(ippo, capsys):

@@ -11,6 +11,8 @@ that error to mean anything: use per-batch columns (``batch_*``), not the
 table over windows of K rows: the first ``--y`` column's mean and standard error,
 and the win rate over disjoint 100-episode windows of ``last100_win``.
 
+``--x seconds`` draws against wall time instead of frames.
+
 Example:
     python scripts/train_with/plot_log.py football.csv --y batch_return batch_win --out curve.png --compare 10 \\
         --baseline batch_return=0.333
@@ -31,16 +33,17 @@ from marl_vec.plots import moving_average
 from marl_vec.envs.registry import require
 
 
-def read_columns(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
-    """``frames`` and the named columns as float arrays (empty cells are NaN)."""
+def read_columns(path: Path, names: Sequence[str], x: str = "frames") -> dict[str, np.ndarray]:
+    """``frames`` (or the ``x`` column) and the named columns as float arrays (empty cells are NaN)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
         raise SystemExit(f"{path} has no rows")
-    missing = [n for n in ("frames", *names) if n not in rows[0]]
+    wanted = list(dict.fromkeys(("frames", x, *names)))
+    missing = [n for n in wanted if n not in rows[0]]
     if missing:
         raise SystemExit(f"{path} has no column(s) {missing}; it has {list(rows[0])}")
-    return {n: np.array([float(r[n]) if r[n] != "" else math.nan for r in rows]) for n in ("frames", *names)}
+    return {n: np.array([float(r[n]) if r[n] != "" else math.nan for r in rows]) for n in wanted}
 
 
 def window_means(values: np.ndarray, n: int) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -92,15 +95,18 @@ def window_table(path: Path, k: int, return_column: str, win_column: str = "last
     return lines
 
 
+X_LABELS = {"frames": "environment steps (frames, all envs)", "seconds": "wall time (s)"}
+
+
 def plot(columns: dict[str, np.ndarray], names: Sequence[str], out: Path, window: int, title: str | None,
-         baselines: dict[str, float] | None = None) -> None:
+         baselines: dict[str, float] | None = None, x: str = "frames") -> None:
     require("matplotlib", "examples", "plots")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.0, 2.6 * len(names) + 0.6), dpi=100)
     FigureCanvasAgg(fig)
-    frames = columns["frames"]
+    frames = columns[x]
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
     for ax, name in zip(axes, names):
         values = columns[name]
@@ -114,7 +120,7 @@ def plot(columns: dict[str, np.ndarray], names: Sequence[str], out: Path, window
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize="small")
-    axes[-1].set_xlabel("environment steps (frames, all envs)")
+    axes[-1].set_xlabel(X_LABELS.get(x, x))
     if title:
         axes[0].set_title(title)
     fig.tight_layout()
@@ -125,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("log", type=Path, help="CSV with a 'frames' column")
     parser.add_argument("--y", nargs="+", required=True, help="columns to plot, one panel each")
+    parser.add_argument("--x", default="frames", help="the x axis column: frames (default) or e.g. seconds")
     parser.add_argument("--out", type=Path, default=None, help="PNG to write (default: no picture)")
     parser.add_argument("--window", type=int, default=10, help="rows in the moving mean")
     parser.add_argument("--compare", type=int, default=None, metavar="N", help="first N rows against last N rows")
@@ -134,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", action="append", default=[], metavar="COLUMN=VALUE",
                         help="a dashed line in that column's panel (e.g. the random policy's mean)")
     args = parser.parse_args(argv)
-    columns = read_columns(args.log, args.y)
+    columns = read_columns(args.log, args.y, args.x)
     baselines = {}
     for item in args.baseline:
         name, sep, value = item.partition("=")
@@ -142,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--baseline needs COLUMN=VALUE with COLUMN one of {args.y}, got {item!r}")
         baselines[name] = float(value)
     if args.out is not None:
-        plot(columns, args.y, args.out, args.window, args.title, baselines)
+        plot(columns, args.y, args.out, args.window, args.title, baselines, args.x)
         print(f"wrote {args.out}")
     if args.table:
         print("\n".join(window_table(args.log, args.table, args.y[0])))

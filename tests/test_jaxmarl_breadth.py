@@ -1,0 +1,64 @@
+"""The breadth matrix of the JaxMARL family: every env id it serves, a few steps, equals JaxMARL by hand.
+
+The ids come from the catalogue (:mod:`marl_vec.envs.jaxmarl.catalog`), not from a
+list kept here: every SMAX map as ``smax/<map>``, every MPE scenario not left out
+as ``jax_mpe/<scenario>`` (its ``MPE_*`` id is the same env: checked by ``resolve``
+without compiling it again), and every other served ``jaxmarl.make`` id (``SMAX``
+and ``HeuristicEnemySMAX`` without a map: 5 random units a side). A newly
+served id is tested without touching this file.
+
+Each id runs :func:`tests.jaxmarl_reference.compare` on DummyVecEnv for ``STEPS``
+steps (MPE episodes end at 25, so their autoreset and final views are compared too);
+the long runs over several episodes, and SubprocVecEnv, are
+tests/test_jaxmarl_parity.py's. Compile time is what costs (5-30 s per id on a
+cold cache; the step itself is microseconds): every test uses blocks of
+``K`` envs and the envs' default kwargs, the parity tests' shapes, so JAX's
+persistent cache (~/.cache/marl_vec/jax) compiles each id once per machine. The
+four largest SMAX maps (hundreds of units' pairwise distances in the jit) take longest
+to compile and are ``slow``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.jaxmarl_reference import compare  # first: it sets XLA_FLAGS before JAX starts
+
+pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip install 'marl_vec[jax]'")
+
+from marl_vec.envs.jaxmarl.catalog import LEFT_OUT, MPE_IDS, SERVED, SMAX_MAPS, resolve  # noqa: E402
+
+STEPS = 30
+SLOW_MAPS = ("27m_vs_30m", "smacv2_20_units", "25m", "3s5z_vs_3s6z")
+# Served only with discrete actions, which their defaults are not (catalog.SERVED's "*").
+KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"}}
+
+
+def served_cases() -> list:
+    """``pytest.param(env_id, kwargs)`` for every id the family serves, once per distinct env."""
+    cases = [pytest.param(f"smax/{name}", {}, id=f"smax/{name}",
+                          marks=(pytest.mark.slow,) if name in SLOW_MAPS else ())
+             for name in SMAX_MAPS]
+    for name, make_id in MPE_IDS.items():
+        if make_id not in LEFT_OUT:
+            cases.append(pytest.param(f"jax_mpe/{name}", KWARGS.get(make_id, {}), id=f"jax_mpe/{name}"))
+    for entry in SERVED:
+        make_id = entry.rstrip("*")
+        if make_id.startswith("MPE_"):  # the jax_mpe/ cases above
+            continue
+        cases.append(pytest.param(make_id, KWARGS.get(make_id, {}), id=make_id))
+    return cases
+
+
+def test_the_cases_cover_every_served_id():
+    served = {entry.rstrip("*") for entry in SERVED}
+    covered = {resolve(case.values[0])[0] for case in served_cases()}
+    assert covered == served
+    assert {name for name in MPE_IDS if MPE_IDS[name] not in LEFT_OUT} <= {
+        case.values[0].split("/", 1)[1] for case in served_cases() if case.values[0].startswith("jax_mpe/")}
+    assert {f"smax/{name}" for name in SMAX_MAPS} <= {case.values[0] for case in served_cases()}
+
+
+@pytest.mark.parametrize("env_id,kwargs", served_cases())
+def test_every_served_id_equals_jaxmarl_by_hand(env_id, kwargs):
+    compare(env_id, kwargs, STEPS, "dummy")
