@@ -77,7 +77,7 @@ def window_table(path: Path, k: int, return_column: str, win_column: str = "last
         stop = min(start + k, len(rows))  # the last window takes the rows left over
         if stop - start < 2:
             break
-        values = np.array([float(r[return_column]) for r in rows[start:stop]])
+        values = np.array([float(r[return_column]) if r[return_column] != "" else math.nan for r in rows[start:stop]])
         values = values[~np.isnan(values)]
         before = episodes[start - 1] if start else 0
         wins = counted = 0
