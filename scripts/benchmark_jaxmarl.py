@@ -228,7 +228,7 @@ def plot_sweep(rows: list[dict], path: str, note: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     styles = {"DummyVecEnv": "-", "direct": "--", "mpe2": ":"}
     for name in dict.fromkeys(r["candidate"] for r in rows):
-        mine = [r for r in rows if r["candidate"] == name]
+        mine = sorted((r for r in rows if r["candidate"] == name), key=lambda r: r["num_envs"])
         style = next(v for k, v in styles.items() if k in name)
         color = "tab:blue" if name.startswith("MPE") else "tab:red"
         if "mpe2" in name:

@@ -10,12 +10,15 @@ served id is tested without touching this file.
 Each id runs :func:`tests.jaxmarl_reference.compare` on DummyVecEnv for ``STEPS``
 steps (MPE episodes end at 25, so their autoreset and final views are compared too);
 the long runs over several episodes, and SubprocVecEnv, are
-tests/test_jaxmarl_parity.py's. Compile time is what costs (5-30 s per id on a
-cold cache; the step itself is microseconds): every test uses blocks of
-``K`` envs and the envs' default kwargs, the parity tests' shapes, so JAX's
-persistent cache (~/.cache/marl_vec/jax) compiles each id once per machine. The
-four largest SMAX maps (hundreds of units' pairwise distances in the jit) take longest
-to compile and are ``slow``.
+tests/test_jaxmarl_parity.py's. Compile time is what costs, not stepping: each id
+compiles the family's step and reset and the reference's functions, 20-60 s on an
+idle 2-core machine and 3-10 minutes for a SMAX map when the machine is loaded
+(measured at load average ~30: smax/2s3z 180 s, 8m 246 s, 3s5z 547 s, 10m_vs_11m
+over 600 s). So: every test uses blocks of ``K`` envs and the envs' default kwargs,
+the parity tests' shapes, and JAX's persistent cache (~/.cache/marl_vec/jax)
+compiles each id once per machine; the fast selection is the ids whose functions
+the parity tests compile anyway (``FAST``) and the check that the cases cover the
+catalogue; every other id is ``slow``, with a longer timeout.
 """
 
 from __future__ import annotations
@@ -29,25 +32,19 @@ pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip insta
 from marl_vec.envs.jaxmarl.catalog import LEFT_OUT, MPE_IDS, SERVED, SMAX_MAPS, resolve  # noqa: E402
 
 STEPS = 30
-SLOW_MAPS = ("27m_vs_30m", "smacv2_20_units", "25m", "3s5z_vs_3s6z")
+FAST = ("smax/3m", "jax_mpe/simple_spread")  # compiled by tests/test_jaxmarl_parity.py's fast tests too
+SLOW = (pytest.mark.slow, pytest.mark.timeout(1800))
 # Served only with discrete actions, which their defaults are not (catalog.SERVED's "*").
 KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"}}
 
 
 def served_cases() -> list:
     """``pytest.param(env_id, kwargs)`` for every id the family serves, once per distinct env."""
-    cases = [pytest.param(f"smax/{name}", {}, id=f"smax/{name}",
-                          marks=(pytest.mark.slow,) if name in SLOW_MAPS else ())
-             for name in SMAX_MAPS]
-    for name, make_id in MPE_IDS.items():
-        if make_id not in LEFT_OUT:
-            cases.append(pytest.param(f"jax_mpe/{name}", KWARGS.get(make_id, {}), id=f"jax_mpe/{name}"))
-    for entry in SERVED:
-        make_id = entry.rstrip("*")
-        if make_id.startswith("MPE_"):  # the jax_mpe/ cases above
-            continue
-        cases.append(pytest.param(make_id, KWARGS.get(make_id, {}), id=make_id))
-    return cases
+    ids = [(f"smax/{name}", {}) for name in SMAX_MAPS]
+    ids += [(f"jax_mpe/{name}", KWARGS.get(make_id, {})) for name, make_id in MPE_IDS.items() if make_id not in LEFT_OUT]
+    ids += [(entry.rstrip("*"), KWARGS.get(entry.rstrip("*"), {})) for entry in SERVED
+            if not entry.startswith("MPE_")]  # MPE: the jax_mpe/ ids above
+    return [pytest.param(env_id, kwargs, id=env_id, marks=() if env_id in FAST else SLOW) for env_id, kwargs in ids]
 
 
 def test_the_cases_cover_every_served_id():
