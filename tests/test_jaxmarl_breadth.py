@@ -11,10 +11,10 @@ Each id runs :func:`tests.jaxmarl_reference.compare` on DummyVecEnv for ``STEPS`
 steps (MPE episodes end at 25, so their autoreset and final views are compared too);
 the long runs over several episodes, and SubprocVecEnv, are
 tests/test_jaxmarl_parity.py's. Compile time is what costs, not stepping: each id
-compiles the family's step and reset and the reference's functions, 20-60 s on an
-idle 2-core machine and 3-10 minutes for a SMAX map when the machine is loaded
-(measured at load average ~30: smax/2s3z 180 s, 8m 246 s, 3s5z 547 s, 10m_vs_11m
-over 600 s). So: every test uses blocks of ``K`` envs and the envs' default kwargs,
+compiles the family's step and reset and the reference's functions. Measured here
+with the machine loaded by other jobs (load average 19-30), all 30 ids passing:
+8-220 s per id (SMAX maps 23-220 s, MPE 21-199 s, hanabi/overcooked/coin_game 67-151 s);
+under ``nice`` at load ~30 a SMAX map took up to 10 minutes. So: every test uses blocks of ``K`` envs and the envs' default kwargs,
 the parity tests' shapes, and JAX's persistent cache (~/.cache/marl_vec/jax)
 compiles each id once per machine; the fast selection is the ids whose functions
 the parity tests compile anyway (``FAST``) and the check that the cases cover the
