@@ -13,6 +13,7 @@
 # marl_vec goes in editable with --no-deps (its pettingzoo>=1.25 floor would clash),
 # then its own needs. MPE here is pettingzoo 1.24.3's own pettingzoo.mpe (with pygame): mpe2 1.1.1
 # declares pettingzoo>=1.24.3 but imports AgentSelector, which only pettingzoo 1.25 has.
+# pysc2 (for the StarCraft II family's mock game) goes in as scripts/install_sc2.sh does.
 # Idempotent: an existing venv is reused (pip skips what is installed). Then:
 #   .venv-pymarl/bin/python -m pytest tests/test_compat_pymarl*.py
 set -euo pipefail
@@ -39,5 +40,11 @@ pip_install "numpy<2" gymnasium "pettingzoo==1.24.3" sacred "setuptools<81" rich
 pip_install --no-deps -e .
 pip_install "gymnasium>=1.0" "PyYAML>=6.0" "pydantic>=2.5" "tqdm>=4.60" \
     "pytest>=7" "pytest-timeout>=2.1" psutil
+# The StarCraft II family on pysc2's mock game (docs/faces/pymarl.md's 3m example; the game
+# itself cannot be installed here): the sc2 extra's packages, as setup.cfg lists them (not
+# `.[sc2]`: that would bring marl_vec's pettingzoo floor), then pysc2 --no-deps by install_sc2.sh.
+pip_install "pys2clientprotocol>=1.0.2" "absl-py>=0.1" deepdiff dm-env-rpc mock mpyq "portpicker>=1.2" \
+    s2protocol sk-video websocket-client requests typing-extensions
+PIP_CONSTRAINT="$CONSTRAINTS" PYTHON="$VENV/bin/python" bash scripts/install_sc2.sh
 "$VENV/bin/python" -c "import torch, numpy, pettingzoo, pymarlzooplus.run, marl_vec, pettingzoo.mpe, lbforaging; \
 print('pymarl venv: torch', torch.__version__, 'numpy', numpy.__version__, 'pettingzoo', pettingzoo.__version__)"

@@ -13,6 +13,9 @@ faces and natively, at the same seed (its trainer: run.run_sequential, unchanged
   parallel runners == the runner face. Their own ``mpe:SimpleSpread-3-v0`` is a
   different simulator (their fork of OpenAI's MPE: shared reward, no local_ratio, its
   own RandomState), not PettingZoo's simple_spread_v3, so it is no reference for it.
+- SMAC-style 3m on the StarCraft II family with pysc2's mock game (the toy battle of
+  marl_vec.envs.starcraft2.mock; the game cannot be installed here): QMIX trains through
+  the runner face, and the episode stats the trainer logs are the family's.
 
 Runs in .venv-pymarl (bash scripts/install_pymarl_venv.sh).
 """
@@ -39,6 +42,9 @@ NATIVE_LBF = {"key": pt.NATIVE_LBF, "time_limit": 50, "render": False}
 MPE = {"key": {"env": {"family": "pettingzoo", "id": "pettingzoo.mpe.simple_spread_v3",
                        "kwargs": {"N": 3, "max_cycles": 25, "continuous_actions": False}}}}
 QMIX = {"t_max": 400, "batch_size": 4}  # 9 episodes, 6 QMIX updates
+# The StarCraft II family's 3m config on the toy mock battle (no game needed).
+SC2_MOCK = {"key": "sc2/3m", "env_kwargs": {"game_factory": "marl_vec.envs.starcraft2.mock:MockBattle"},
+            "backend": "dummy"}
 MAPPO = {"t_max": 400, "batch_size_run": 4, "batch_size": 4, "buffer_size": 4}  # 3 runs of 4 envs
 
 
@@ -98,6 +104,40 @@ def test_mappo_mpe_parallel_runner(tmp_path):
     runner_face = pt.train("mappo", tmp_path / "runner", env="marl_vec", runner="marl_vec",
                            env_args={**MPE, "backend": "subproc", "num_workers": 2}, **MAPPO)
     pt.assert_identical(env_face, runner_face)
+
+
+def test_qmix_sc2_3m_mock_runner_face(tmp_path, monkeypatch):
+    from pymarlzooplus.utils.logging_setup import Logger
+
+    from marl_vec.compat.pymarl_runner import MarlVecRunner
+
+    logged: list[tuple[str, float, int]] = []
+    log_stat, run = Logger.log_stat, MarlVecRunner.run
+    envs: list[tuple[str, str]] = []
+
+    def record(self, key, value, t, to_sacred=True):
+        logged.append((key, float(value), t))
+        log_stat(self, key, value, t, to_sacred)
+
+    def run_and_note_family(self, test_mode=False):
+        out = run(self, test_mode)
+        envs.append((self.venv.get_attr("map_name")[0], type(self.venv.get_attr("game")[0]._game).__name__))
+        return out
+
+    monkeypatch.setattr(Logger, "log_stat", record)
+    monkeypatch.setattr(MarlVecRunner, "run", run_and_note_family)
+    # pt.train asserts that the parameters changed between the first and last saved models.
+    params = pt.train("qmix", tmp_path, env="marl_vec", env_args=SC2_MOCK, runner="marl_vec",
+                      batch_size_run=2, t_max=300, batch_size=4, epsilon_anneal_time=150)
+    assert set(envs) == {("3m", "_MockBattle")} and len(envs) > 10  # StarCraft2Env's game session
+    t_env = max(t for _, _, t in logged)
+    assert t_env >= 300 and int(params["t_env"]) > 0
+    stats = {key for key, _, _ in logged}
+    assert {"battle_won_mean", "dead_allies_mean", "dead_enemies_mean", "test_battle_won_mean"} <= stats
+    # A toy battle lasts 8 steps at the least (135 enemy health, 18 damage a step), 60 at most (3m's limit).
+    lengths = [v for k, v, _ in logged if k == "ep_length_mean"]
+    assert lengths and all(8 <= v <= 60 for v in lengths)
+    assert all(0 <= v <= 3 for k, v, _ in logged if k in ("dead_allies_mean", "dead_enemies_mean"))
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ class MarlVecRunner:
         terminated = [False] * B
         selected = list(range(B))  # the envs actions are chosen for: running ones and those that just ended
         final_infos: list[dict[str, Any]] = []
+        r: Any = None  # the last step's result
         while True:
             actions, extra = self.mac.select_actions(self.batch, t_ep=self.t, t_env=self.t_env, bs=selected,
                                                      test_mode=test_mode)
@@ -146,8 +147,14 @@ class MarlVecRunner:
             selected = [i for i in range(B) if not terminated[i]]
             if not selected:
                 break
-            # Envs that ended are not stepped (one_episode); their rows keep a valid action.
+            # Envs that ended are not stepped (one_episode), but their rows are still checked
+            # against their last avail_actions: an action that was legal may not be any more
+            # (SC2: an attack on the last enemy, once it died), so they get an available one.
             self._actions[running] = cpu[rows] + self._start
+            if r is not None and r.avail_actions is not None:
+                for i in range(B):
+                    if terminated[i]:
+                        self._actions[i] = r.avail_actions[i].argmax(-1) + self._start
             r = self.venv.step(self._actions)
             post: dict[str, list] = {"reward": [], "terminated": []}
             # The parallel runner's rows of the hidden states: masked by the envs not ended before this step.

@@ -37,6 +37,7 @@ Example (with pysc2's mock game; a real game needs ``SC2PATH``)::
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable
 
 import numpy as np
@@ -53,6 +54,17 @@ from marl_vec.spec import DiscreteAction, EnvSpec
 _STATS = ("battle_won", "dead_allies", "dead_enemies")
 
 
+def _import_factory(name: str) -> Callable[..., Any]:
+    """The callable named ``"module:attr"`` (a game_factory given by name)."""
+    module, sep, attr = name.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"game_factory as a string must be 'module:name', got {name!r}")
+    factory = getattr(importlib.import_module(module), attr, None)
+    if not callable(factory):
+        raise ValueError(f"game_factory {name!r}: module {module!r} has no callable {attr!r}")
+    return factory
+
+
 class StarCraft2Env(MultiAgentEnv):
     """A SMAC-style StarCraft II battle on pysc2's ``SC2Env`` (raw interface).
 
@@ -62,7 +74,8 @@ class StarCraft2Env(MultiAgentEnv):
             or to override one (e.g. ``{"episode_limit": 100}``).
         game_factory: called with ``SC2Env``'s keyword arguments to launch a game; default
             ``pysc2.env.sc2_env.SC2Env`` after checking that the game and map are installed.
-            Tests pass ``pysc2.env.mock_sc2_env.SC2TestEnv``.
+            Tests pass ``pysc2.env.mock_sc2_env.SC2TestEnv``. A ``"module:name"`` string is
+            imported (YAML configs, PyMARL's env_args); ``mock.MOCK_3M`` is a toy 3m battle.
         step_mul: game steps per agent step. difficulty: the built-in bot's (SMAC maps), "1"-"A".
         reward: ``"smac"`` (shaped) or ``"game"`` (the map's score); default by map kind.
         reward_*: SMAC's reward parameters, same names and defaults.
@@ -77,7 +90,7 @@ class StarCraft2Env(MultiAgentEnv):
         map_name: str = "3m",
         *,
         map_info: MapInfo | dict[str, Any] | None = None,
-        game_factory: Callable[..., Any] | None = None,
+        game_factory: Callable[..., Any] | str | None = None,
         step_mul: int = 8,
         difficulty: str = "7",
         reward: str | None = None,
@@ -104,6 +117,8 @@ class StarCraft2Env(MultiAgentEnv):
             raise ValueError(f"reward must be 'smac' or 'game', got {reward!r}")
         if str(difficulty) not in BY_DIFFICULTY:
             raise ValueError(f"difficulty must be one of {', '.join(BY_DIFFICULTY)}, got {difficulty!r}")
+        if isinstance(game_factory, str):
+            game_factory = _import_factory(game_factory)
         if game_factory is None:
             check_game(map_name, info.directory)
         self.map_name, self.info = map_name, info
