@@ -118,11 +118,22 @@ def test_seed_makes_episodes_repeat():
     ({"key": "lbf/8x8-2p-2f-coop", "time_limit": 100}, ValueError, "time_limit=100 differs from the env's "
      "episode_limit 50"),
     ({"key": "lbf/8x8-2p-2f-coop", "render": True}, ValueError, "env_args.render must be False"),
+    ({"key": "lbf/8x8-2p-2f-coop", "team_reward": "mean"}, ValueError, "team_reward must be one of sum, shared"),
     ({"key": "lbf/8x8-2p-2f-coop", "env_kwargs": {"sigh": 2}}, Exception, "unknown lbf option"),
 ])
 def test_bad_env_args_are_refused(env_args, error, match):
     with pytest.raises(error, match=match):
         PyMARLEnv(**env_args)
+
+
+def test_team_reward_sums_or_takes_the_shared_reward_once():
+    from marl_vec.compat.pymarl_env import team_reward
+
+    assert team_reward(np.array([0.1, 0.2, 0.3])) == float(sum([0.1, 0.2, 0.3]))
+    assert team_reward(np.array([2.5, 2.5, 2.5]), "shared") == 2.5
+    # LBF's rewards are per agent: "shared" must refuse them, not pick one.
+    with pytest.raises(ValueError, match=r"rewards differ at this step: \[1.0, 0.0\]; use team_reward='sum'"):
+        team_reward(np.array([1.0, 0.0]), "shared")
 
 
 def test_bad_actions_are_refused():

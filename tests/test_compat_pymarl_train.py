@@ -44,7 +44,7 @@ MPE = {"key": {"env": {"family": "pettingzoo", "id": "pettingzoo.mpe.simple_spre
 QMIX = {"t_max": 400, "batch_size": 4}  # 9 episodes, 6 QMIX updates
 # The StarCraft II family's 3m config on the toy mock battle (no game needed).
 SC2_MOCK = {"key": "sc2/3m", "env_kwargs": {"game_factory": "marl_vec.envs.starcraft2.mock:MockBattle"},
-            "backend": "dummy"}
+            "backend": "dummy", "team_reward": "shared"}
 MAPPO = {"t_max": 400, "batch_size_run": 4, "batch_size": 4, "buffer_size": 4}  # 3 runs of 4 envs
 
 
@@ -136,6 +136,10 @@ def test_qmix_sc2_3m_mock_runner_face(tmp_path, monkeypatch):
     assert {"battle_won_mean", "dead_allies_mean", "dead_enemies_mean", "test_battle_won_mean"} <= stats
     # A toy battle lasts 8 steps at the least (135 enemy health, 18 damage a step), 60 at most (3m's limit).
     lengths = [v for k, v, _ in logged if k == "ep_length_mean"]
+    # SMAC's scale (team_reward="shared"): an episode's return is at most 20 (a won battle);
+    # the sum over 3 agents would reach 60.
+    returns = [v for k, v, _ in logged if k in ("return_mean", "test_return_mean")]
+    assert returns and max(returns) <= 20.0 + 1e-6
     assert lengths and all(8 <= v <= 60 for v in lengths)
     assert all(0 <= v <= 3 for k, v, _ in logged if k in ("dead_allies_mean", "dead_enemies_mean"))
 

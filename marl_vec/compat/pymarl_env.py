@@ -12,8 +12,10 @@ name -> callable taking ``**env_args``) and step them with a runner from
   ``step_api="epymarl"``, ``(obs, reward, terminated, truncated, info)`` (EPyMARL's
   newer base class). ``terminated`` is True when the episode ended for any reason, as
   PyMARL's runners read it; ``info["episode_limit"]`` is True when it ended at a time
-  limit (truncation), so the trainer bootstraps it. The reward is the team's: the sum
-  of the agents' rewards (float64, summed in agent order as Python's ``sum``).
+  limit (truncation), so the trainer bootstraps it. The reward is the team's: by default
+  the sum of the agents' rewards (float64, summed in agent order as Python's ``sum``);
+  with ``team_reward="shared"``, the one reward every agent gets (SMAC's convention: the
+  StarCraft II family gives each agent the team reward, which a sum would count n times).
 - **The runner face** :class:`~marl_vec.compat.pymarl_runner.MarlVecRunner`
   (``runner=marl_vec``): steps a marl_vec VecEnv of ``batch_size_run`` envs in the
   ``one_episode`` autoreset mode and fills the trainer's ``EpisodeBatch`` itself, in
@@ -27,6 +29,8 @@ name -> callable taking ``**env_args``) and step them with a runner from
   as the ``parallel`` runner seeds its envs); None: the config's ``vec.env_seed``.
 - ``env_kwargs``: a dict over the config's ``env.kwargs``; ``state``: the state option
   (``auto``, ``env``, ``concat``); ``step_api``: ``"pymarl"`` or ``"epymarl"``;
+  ``team_reward``: ``"sum"`` (default) or ``"shared"`` (every agent's reward is the team's:
+  it is taken once, and a step whose agents' rewards differ raises ValueError);
   ``backend``, ``num_workers``: the runner face's VecEnv (the env face is in-process).
 - ``time_limit``, ``render``: the keys of pymarlzooplus's ``--env-config=gymma``, taken so
   that its entry point runs: ``time_limit`` must be None or the config's own limit (set
@@ -55,8 +59,10 @@ from marl_vec.vec.base import StepResult, VecEnv
 
 INSTALL = "bash scripts/install_pymarl_venv.sh (it builds .venv-pymarl)"
 STEP_APIS = ("pymarl", "epymarl")
+TEAM_REWARDS = ("sum", "shared")
 # env_args the faces take; the trainer adds ``seed``.
-ENV_ARGS = ("key", "seed", "env_kwargs", "state", "step_api", "backend", "num_workers", "time_limit", "render")
+ENV_ARGS = ("key", "seed", "env_kwargs", "state", "step_api", "team_reward", "backend", "num_workers",
+            "time_limit", "render")
 
 
 def check_env_args(env_args: Mapping[str, Any], who: str) -> None:
@@ -73,6 +79,10 @@ def check_env_args(env_args: Mapping[str, Any], who: str) -> None:
     api = env_args.get("step_api", "pymarl")
     if api not in STEP_APIS:
         raise ValueError(f"{who}: step_api must be one of {', '.join(STEP_APIS)}, got {api!r}")
+    mode = env_args.get("team_reward", "sum")
+    if mode not in TEAM_REWARDS:
+        raise ValueError(f"{who}: team_reward must be one of {', '.join(TEAM_REWARDS)}, got {mode!r} "
+                         "('shared' where every agent gets the team reward, as SMAC's)")
 
 
 def make_vec_from_env_args(env_args: Mapping[str, Any], num_envs: int, autoreset: str,
@@ -117,8 +127,15 @@ def check_spec(spec: EnvSpec, key: Any, time_limit: int | None = None) -> None:
                          "(e.g. max_cycles / max_episode_steps)")
 
 
-def team_reward(row: np.ndarray) -> float:
-    """The agents' rewards summed in order, in float64 (as ``float(sum(list))`` of a native wrapper)."""
+def team_reward(row: np.ndarray, mode: str = "sum") -> float:
+    """The team's reward of one env's step: ``"sum"``, the agents' rewards summed in order, in
+    float64 (as ``float(sum(list))`` of a native wrapper); ``"shared"``, the reward every agent
+    got, once (a step where they differ is refused: summing or picking one would be wrong)."""
+    if mode == "shared":
+        if (row != row[0]).any():
+            raise ValueError(f"team_reward='shared', but the agents' rewards differ at this step: {row.tolist()}; "
+                             "use team_reward='sum' for per-agent rewards")
+        return float(row[0])
     return float(sum(row.tolist()))
 
 
@@ -151,6 +168,7 @@ class PyMARLEnv:
         check_env_args(env_args, "PyMARLEnv")
         self.env_args = dict(env_args)
         self.step_api = env_args.get("step_api", "pymarl")
+        self.team_reward = env_args.get("team_reward", "sum")
         self.venv = make_vec_from_env_args(env_args, 1, "disabled", backend="dummy")
         self.spec = self.venv.spec
         self.n_agents = self.spec.n_agents
@@ -184,7 +202,7 @@ class PyMARLEnv:
             raise ValueError(f"PyMARLEnv.step needs one action per agent ({self.n_agents}), got {acts.shape[0]}")
         self._actions[0] = acts + self._start
         r = self._last = self.venv.step(self._actions)
-        reward, ended, info = team_reward(r.reward[0]), bool(r.done[0]), end_info(r, 0)
+        reward, ended, info = team_reward(r.reward[0], self.team_reward), bool(r.done[0]), end_info(r, 0)
         if self.step_api == "epymarl":
             truncated = bool(info.get("episode_limit", False))
             return self.get_obs(), reward, ended and not truncated, truncated, info

@@ -57,6 +57,7 @@ class MarlVecRunner:
         if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
             raise ValueError(f"MarlVecRunner: batch_size_run must be an int >= 1 (the number of envs), got {B!r}")
         self.args, self.logger, self.batch_size = args, logger, int(B)
+        self.team_reward = args.env_args.get("team_reward", "sum")
         self.venv = make_vec_from_env_args(args.env_args, self.batch_size, "one_episode")
         self.env_info = self.venv.env_info()
         self.episode_limit = int(self.env_info["episode_limit"])
@@ -161,7 +162,7 @@ class MarlVecRunner:
             hidden = {name: extra[name][~th.tensor(terminated).to(extra[name].device)]
                       for name in ("hidden_states", "hidden_states_critic") if name in args.extra_in_buffer}
             for i in running:
-                reward = team_reward(r.reward[i])
+                reward = team_reward(r.reward[i], self.team_reward)
                 returns[i] += reward
                 lengths[i] += 1
                 if not test_mode:
