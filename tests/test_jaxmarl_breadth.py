@@ -18,7 +18,9 @@ under ``nice`` at load ~30 a SMAX map took up to 10 minutes. So: every test uses
 the parity tests' shapes, and JAX's persistent cache (~/.cache/marl_vec/jax)
 compiles each id once per machine; the fast selection is the ids whose functions
 the parity tests compile anyway (``FAST``) and the check that the cases cover the
-catalogue; every other id is ``slow``, with a longer timeout.
+catalogue; every other id is ``slow`` and ``matrix`` (left out of the default selection
+and CI's run, 10-60 s of compiling each; ``python -m pytest -m matrix`` runs them), with a
+longer timeout.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from marl_vec.envs.jaxmarl.catalog import LEFT_OUT, MPE_IDS, SERVED, SMAX_MAPS, 
 
 STEPS = 30
 FAST = ("smax/3m", "jax_mpe/simple_spread")  # compiled by tests/test_jaxmarl_parity.py's fast tests too
-SLOW = (pytest.mark.slow, pytest.mark.timeout(1800))
+# Not in the default selection (setup.cfg's addopts): `python -m pytest -m matrix tests/test_jaxmarl_breadth.py`.
+SLOW = (pytest.mark.slow, pytest.mark.matrix, pytest.mark.timeout(1800))
 # Served only with discrete actions, which their defaults are not (catalog.SERVED's "*").
 KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"}}
 
