@@ -14,7 +14,6 @@ pytest.importorskip("lbforaging", reason="the lbf family needs lbforaging (marl_
 psutil = pytest.importorskip("psutil")
 
 from marl_vec.compat.pymarl_runner import MarlVecRunner  # noqa: E402
-from tests.test_subproc_cleanup import our_children  # noqa: E402
 
 
 def args(**overrides):
@@ -45,11 +44,12 @@ def test_env_key_follows_register():
 
 
 def test_close_env_ends_its_workers():
-    before = {p.pid for p in our_children()}
     runner = MarlVecRunner(args(env_args={"key": "lbf/8x8-2p-2f-coop", "backend": "subproc", "num_workers": 2}),
                            logger=None)
-    workers = [p for p in our_children() if p.pid not in before]
-    assert len(workers) >= 2
+    # The VecEnv's own worker pids: a worker started by the forkserver (the start method once
+    # torch or JAX threads run in this process) carries the forkserver's command line.
+    workers = [psutil.Process(pid) for pid in runner.venv.worker_pids]
+    assert len(workers) == 2
     runner.close_env()
     runner.close_env()  # twice is fine
     gone, alive = psutil.wait_procs(workers, timeout=10)

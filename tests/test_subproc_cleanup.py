@@ -45,14 +45,20 @@ def _running(pid: int) -> bool:
 
 
 def our_children() -> list[psutil.Process]:
-    """Children of this process except multiprocessing's own singletons (resource tracker, fork server)."""
+    """Children of this process except multiprocessing's own singletons (resource tracker, fork server).
+
+    A worker the fork server started is its child and carries its command line, so only the
+    singletons themselves (this process's direct children) are left out, not what they started.
+    """
     out = []
+    me = os.getpid()
     for p in psutil.Process().children(recursive=True):
         try:
             cmd = " ".join(p.cmdline())
+            singleton = p.ppid() == me and ("resource_tracker" in cmd or "forkserver" in cmd)
         except psutil.NoSuchProcess:
             continue
-        if "resource_tracker" not in cmd and "forkserver" not in cmd:
+        if not singleton:
             out.append(p)
     return out
 
