@@ -2,7 +2,7 @@
 """Turn-based games: turns per second of a batch against the plain AEC loop.
 
     python scripts/benchmark_turns.py                     # chess, go 19x19, tictactoe; ~2 minutes
-    python scripts/benchmark_turns.py --games tictactoe --seconds 5
+    python scripts/benchmark_turns.py --games tictactoe --seconds 5 --rounds 3
 
 For each game, one run measures (wall time; run it on an idle machine):
 
@@ -13,7 +13,8 @@ For each game, one run measures (wall time; run it on an idle machine):
 
 A batch turn does more than the loop's: it writes every agent's ``observe()`` (the
 loop observes only the agent to move) and validates the move. The ratio column is
-batch turns/s over plain turns/s. Chess and go turns cost 0.3-2 ms, so processes
+batch turns/s over plain turns/s in the same round; rounds interleave the three
+cases, and the table gives each column's median and the ratios' per-round range. Chess and go turns cost 0.3-2 ms, so processes
 pay; a tictactoe turn costs ~70 us, so they do not.
 """
 
@@ -104,19 +105,28 @@ def main() -> None:
     p.add_argument("--games", nargs="+", default=["chess", "go", "tictactoe"], choices=sorted(GAMES))
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=6.0, help="per measurement")
+    p.add_argument("--seconds", type=float, default=4.0, help="per measurement")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per game (medians reported)")
     args = p.parse_args()
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (run it on an idle machine)")
-    print(f"| game | plain loop turns/s | dummy ({args.num_envs} envs) | ratio | subproc ({args.num_envs} envs, "
-          f"{args.workers} workers) | ratio |")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start (run it on an idle machine); "
+          f"{args.rounds} rounds of {args.seconds:g} s per case")
+    print(f"| game | plain loop turns/s | dummy ({args.num_envs} envs) | ratio (range) | subproc ({args.num_envs} envs, "
+          f"{args.workers} workers) | ratio (range) |")
     print("|---|---:|---:|---:|---:|---:|")
     for game in args.games:
         module, kwargs = GAMES[game]
-        plain = plain_loop(module, kwargs, args.seconds)
-        dummy = batch(module, kwargs, "dummy", args.num_envs, args.workers, args.seconds)
-        subproc = batch(module, kwargs, "subproc", args.num_envs, args.workers, args.seconds)
-        print(f"| {game} | {plain:,.0f} | {dummy:,.0f} | {dummy / plain:.2f}x | {subproc:,.0f} | "
-              f"{subproc / plain:.2f}x |", flush=True)
+        rows = []
+        for _ in range(args.rounds):
+            plain = plain_loop(module, kwargs, args.seconds)
+            dummy = batch(module, kwargs, "dummy", args.num_envs, args.workers, args.seconds)
+            subproc = batch(module, kwargs, "subproc", args.num_envs, args.workers, args.seconds)
+            rows.append((plain, dummy, subproc))
+        plain_s, dummy_s, subproc_s = (np.array(c) for c in zip(*rows))
+        d_ratio, s_ratio = dummy_s / plain_s, subproc_s / plain_s
+        print(f"| {game} | {np.median(plain_s):,.0f} | {np.median(dummy_s):,.0f} | {np.median(d_ratio):.2f}x "
+              f"({d_ratio.min():.2f}-{d_ratio.max():.2f}) | {np.median(subproc_s):,.0f} | {np.median(s_ratio):.2f}x "
+              f"({s_ratio.min():.2f}-{s_ratio.max():.2f}) |", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
