@@ -243,7 +243,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cfg = _load(args)  # fails here on a bad config, before anything runs
     try:
         tune(args.config, seconds=args.seconds, overrides=_parse_overrides(args.override), rounds=args.rounds,
-             progress=not args.no_progress, force=args.force, write=args.write)
+             progress=not args.no_progress, force=args.force, write=args.write, ray=args.ray)
     except TuneInterrupted as stop:
         _interrupted(sum(r.env_steps for r in stop.result.rows if r.interrupted) // cfg.vec.num_envs)
         print("nothing cached or written", flush=True)
@@ -325,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--write", action="store_true", help="write the fastest choice into the config file")
     tune.add_argument("--force", action="store_true", help="measure again even when a cached result exists")
     tune.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tune.add_argument("--ray", action="store_true", default=None,
+                      help="measure RayVecEnv too (always for a config with backend ray or a vec.ray.address)")
     tune.set_defaults(func=cmd_tune)
 
     lst = sub.add_parser("list", help="list env families and shipped configs")

@@ -262,11 +262,14 @@ def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None
 def apply_choice(cfg: Config, choice: Mapping[str, Any]) -> Config:
     """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``engine``: a tuner's choice).
 
-    A choice of ``dummy`` drops ``vec.start_method``, which only process backends take.
+    A choice of ``dummy`` or ``ray`` drops ``vec.start_method``, which only ``subproc``
+    takes; a ``ray`` choice's worker count replaces ``vec.ray``'s own.
     """
     update: dict[str, Any] = {"backend": choice["backend"], "num_workers": choice.get("num_workers")}
-    if choice["backend"] == "dummy":
+    if choice["backend"] != "subproc":
         update["start_method"] = None
+    if choice["backend"] == "ray":
+        update["ray"] = cfg.vec.ray.model_copy(update={"num_workers": None, "envs_per_worker": None})
     cfg = cfg.model_copy(update={"vec": cfg.vec.model_copy(update=update)})
     if choice.get("engine"):
         kwargs = {**cfg.env.kwargs, "engine": choice["engine"]}

@@ -104,8 +104,8 @@ def load(data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _valid_choice(choice: Any) -> bool:
-    """A choice the tuner makes: dummy, or subproc with a worker count (and maybe an engine name)."""
-    if not isinstance(choice, dict) or choice.get("backend") not in ("dummy", "subproc"):
+    """A choice the tuner makes: dummy, or subproc or ray with a worker count (and maybe an engine name)."""
+    if not isinstance(choice, dict) or choice.get("backend") not in ("dummy", "subproc", "ray"):
         return False
     workers = choice.get("num_workers")
     if (choice["backend"] == "dummy") != (workers is None):

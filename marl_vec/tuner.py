@@ -3,7 +3,10 @@
 It measures, for the config's ``num_envs``: in-process (``dummy``), and
 ``subproc`` with 1, 2, 4, ... workers up to the usable cores (the envs split
 evenly over them), and for a family with engines (Atari) each engine, unless
-the config names one. Each choice runs a random policy for ``seconds`` (after a
+the config names one; and ``ray`` (RayVecEnv, an actor per usable core) when
+asked (``ray=True``, ``--ray``) or when the config is a Ray one (``backend: ray``
+or a ``vec.ray.address``), if ray is installed (else that row is skipped with
+a note). Each choice runs a random policy for ``seconds`` (after a
 short warm-up) with a progress bar. The table gives env-steps/s, CPU time per
 env-step and the cores kept busy (this process and its workers), and memory
 (PSS of the process tree, :mod:`marl_vec.tree_usage`). ``rounds`` measures
@@ -140,7 +143,8 @@ class TuneResult:
             raise ValueError("no candidate was measured")
         top = max(r.rate for r in measured)
         close = [r for r in measured if r.rate >= (1 - MARGIN) * top]
-        return min(close, key=lambda r: (r.candidate.num_workers or 0, -r.rate))
+        # Ray's own processes (GCS, raylet) come on top of its actors: at a tie, subproc wins
+        return min(close, key=lambda r: (r.candidate.num_workers or 0, r.candidate.backend == "ray", -r.rate))
 
     @property
     def choice(self) -> dict[str, Any]:
@@ -158,7 +162,7 @@ class TuneResult:
                 out["backend"] = choice["backend"]
                 if choice["num_workers"] is not None:
                     out["num_workers"] = choice["num_workers"]
-            elif key != "num_workers" and not (key == "start_method" and choice["num_workers"] is None):
+            elif key != "num_workers" and not (key == "start_method" and choice["backend"] != "subproc"):
                 out[key] = value
         return out
 
@@ -254,8 +258,29 @@ def worker_counts(num_envs: int, cores: int) -> list[int]:
     return counts + ([limit] if counts[-1] != limit else [])
 
 
-def candidates(cfg: Config, cores: int) -> list[Candidate]:
-    """What ``tune`` measures for ``cfg`` on ``cores`` cores (see the module's docstring)."""
+def wants_ray(cfg: Config, ray: bool | None) -> bool:
+    """Whether Ray is a candidate: as asked, else for a Ray config (``backend: ray`` or a cluster address).
+
+    On one machine Ray steps over the same shared memory as ``subproc``, plus its own
+    processes and a few seconds of start-up per measurement: it is measured where asked.
+    """
+    return ray if ray is not None else (cfg.vec.backend == "ray" or cfg.vec.ray.address is not None)
+
+
+def ray_missing() -> str | None:
+    """Why Ray cannot be measured here (not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed (pip install 'marl_vec[ray]')"
+    return None
+
+
+def candidates(cfg: Config, cores: int, ray: bool = False) -> list[Candidate]:
+    """What ``tune`` measures for ``cfg`` on ``cores`` cores (see the module's docstring).
+
+    ``ray``: add RayVecEnv with an actor per core (at most one per env).
+    """
     engines: list[str | None] = [None]
     if FAMILIES[cfg.env.family].engines and cfg.env.kwargs.get("engine") in (None, "auto"):
         engines = list(FAMILIES[cfg.env.family].engines)
@@ -263,7 +288,10 @@ def candidates(cfg: Config, cores: int) -> list[Candidate]:
     for engine in engines:
         if cfg.vec.batch_size is None:  # the async pool (batch_size) is for process backends only
             out.append(Candidate("dummy", None, engine))
-        out += [Candidate("subproc", n, engine) for n in worker_counts(cfg.vec.num_envs, cores)]
+        counts = worker_counts(cfg.vec.num_envs, cores)
+        out += [Candidate("subproc", n, engine) for n in counts]
+        if ray:
+            out.append(Candidate("ray", counts[-1], engine))
     return out
 
 
@@ -343,11 +371,9 @@ def write_back(source: Any, choice: Mapping[str, Any], overrides: Mapping[str, A
     path = _write_target(source)
     updates: dict[tuple[str, ...], Any] = {tuple(key.split(".")): value for key, value in (overrides or {}).items()}
     updates[("vec", "backend")] = choice["backend"]
-    if choice.get("num_workers") is None:
-        updates[("vec", "num_workers")] = DELETE
+    updates[("vec", "num_workers")] = DELETE if choice.get("num_workers") is None else choice["num_workers"]
+    if choice["backend"] != "subproc":  # only subproc takes a start method
         updates[("vec", "start_method")] = DELETE
-    else:
-        updates[("vec", "num_workers")] = choice["num_workers"]
     if choice.get("engine"):
         updates[("env", "kwargs", "engine")] = choice["engine"]
     try:
@@ -367,6 +393,7 @@ def tune(
     force: bool = False,
     write: bool = False,
     quiet: bool = False,
+    ray: bool | None = None,
 ) -> TuneResult:
     """Measure the ways to run ``config`` here, keep and return the fastest (see the module's docstring).
 
@@ -380,6 +407,8 @@ def tune(
         force: measure even when a cached result for this config and machine exists.
         write: set the fastest choice in the config file (a YAML path of yours), and ``overrides``.
         quiet: print nothing (the table is ``str(result)``).
+        ray: measure RayVecEnv too (a local cluster, or the config's ``vec.ray.address``);
+            None: only for a Ray config (see :func:`wants_ray`).
 
     Raises:
         ConfigError: a bad config, ``seconds``, or a ``write`` that cannot be done.
@@ -391,9 +420,12 @@ def tune(
     if write:
         _write_target(config)  # refuse before measuring, not after
     data = cfg.model_dump(by_alias=True)
+    with_ray = wants_ray(cfg, ray)
     result = None if force else _cached(data)
+    if result is not None and with_ray and not any(r.candidate.backend == "ray" for r in result.rows):
+        result = None  # a cached run without Ray does not answer a question about Ray
     if result is None:
-        result = _measure_all(cfg, seconds, rounds, progress, quiet)
+        result = _measure_all(cfg, seconds, rounds, progress, quiet, with_ray)
         tune_cache.save(data, result.to_json())
     if write:
         result.written = write_back(config, result.choice, overrides)
@@ -413,13 +445,17 @@ def _cached(data: Mapping[str, Any]) -> TuneResult | None:
         return None
 
 
-def _measure_all(cfg: Config, seconds: float, rounds: int, progress: bool, quiet: bool) -> TuneResult:
+def _measure_all(cfg: Config, seconds: float, rounds: int, progress: bool, quiet: bool, ray: bool = False) -> TuneResult:
     cores = usable_cores()
-    todo = candidates(cfg, cores)
+    todo = candidates(cfg, cores, ray)
     result = TuneResult(
         title=f"{cfg.env.family} {cfg.env.id}", num_envs=cfg.vec.num_envs, seconds=seconds,
         rows=[Row(c) for c in todo], when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load=os.getloadavg(),
         cores=cores, vec=cfg.vec.model_dump(by_alias=True, exclude_unset=True), rounds=rounds)
+    missing = ray_missing() if ray else None
+    for row in result.rows:
+        if row.candidate.backend == "ray":
+            row.skipped = missing
     if not quiet:
         times = f" x {rounds} rounds" if rounds > 1 else ""
         print(f"marl-vec tune: measuring {len(todo)} choices for {result.title}, {result.num_envs} envs, "

@@ -5,8 +5,9 @@
     python scripts/benchmark_breadth.py --seconds 4    # steadier
     python scripts/benchmark.py --suite breadth        # the same, from the main benchmark
 
-Envs (their default settings, 4 copies): MAgent2 battle and gather, pistonball,
-cooperative_pong, knights_archers_zombies, multiwalker, pursuit; and the gymnasium
+Envs (their default settings, 4 copies): MAgent2 battle, gather, battlefield,
+adversarial_pursuit, tiger_deer and combined_arms, pistonball, cooperative_pong,
+knights_archers_zombies, multiwalker, pursuit, waterworld; and the gymnasium
 Tuple-agent families: Level-Based Foraging (8x8-2p-2f-coop, 15x15-4p-3f) and the
 Multi-Robot Warehouse (tiny-2ag, small-4ag), whose plain loop steps the env with a
 list of actions and resets it at ``done`` (they have no ``state()``: the rows are
@@ -54,11 +55,16 @@ from benchmark import Candidate, candidate, measure, plain_gym_loop  # noqa: E40
 ENVS: list[tuple[str, str, dict[str, Any]]] = [
     ("battle", "magent2.environments.battle_v4", {}),
     ("gather", "magent2.environments.gather_v5", {}),
+    ("battlefield", "magent2.environments.battlefield_v5", {}),
+    ("adversarial_pursuit", "magent2.environments.adversarial_pursuit_v4", {}),
+    ("tiger_deer", "magent2.environments.tiger_deer_v4", {}),
+    ("combined_arms", "magent2.environments.combined_arms_v6", {}),
     ("pistonball", "pettingzoo.butterfly.pistonball_v6", {}),
     ("cooperative_pong", "pettingzoo.butterfly.cooperative_pong_v6", {}),
     ("knights_archers_zombies", "pettingzoo.butterfly.knights_archers_zombies_v11", {}),
     ("multiwalker", "pettingzoo.sisl.multiwalker_v9", {}),
     ("pursuit", "pettingzoo.sisl.pursuit_v5", {}),
+    ("waterworld", "pettingzoo.sisl.waterworld_v4", {}),
 ]
 # Gymnasium envs with a Tuple of agents (families lbf, rware): label, family, id, kwargs.
 TUPLE_ENVS: list[tuple[str, str, str, dict[str, Any]]] = [
