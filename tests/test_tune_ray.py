@@ -14,6 +14,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec import tune_cache, tuner
+from marl_vec.cli import main
 from marl_vec.config import apply_choice, load_config
 from marl_vec.tuner import Candidate, candidates, wants_ray, worker_counts
 
@@ -35,7 +36,7 @@ def test_ray_is_a_candidate_when_asked_or_for_a_ray_config():
     assert all(c.backend != "ray" for c in candidates(cfg, 6))
 
 
-def test_without_ray_installed_its_row_is_skipped_with_a_note(monkeypatch):
+def test_without_ray_installed_its_row_is_skipped_with_a_note(monkeypatch, capsys):
     monkeypatch.setattr(tuner, "ray_missing", lambda: "ray is not installed (pip install 'marl_vec[ray]')")
     result = mv.tune({**CARTPOLE, "vec": {"num_envs": 2}}, seconds=0.1, progress=False, quiet=True, ray=True)
     ray_row = result.rows[-1]
@@ -43,6 +44,9 @@ def test_without_ray_installed_its_row_is_skipped_with_a_note(monkeypatch):
     assert ray_row.skipped == "ray is not installed (pip install 'marl_vec[ray]')" and ray_row.env_steps == 0
     assert all(r.env_steps > 0 for r in result.rows[:-1]) and result.choice["backend"] != "ray"
     assert "skipped: ray is not installed (pip install 'marl_vec[ray]')" in str(result)
+    # the CLI's --ray asks for it too
+    assert main(["tune", "gym/cartpole", "-o", "vec.num_envs=2", "--seconds", "0.1", "--no-progress", "--ray"]) == 0
+    assert f"{ray_row.candidate.label()}   " in capsys.readouterr().out
 
 
 def test_a_ray_choice_is_cached_resolved_by_auto_and_written(tmp_path, capsys):
