@@ -220,7 +220,12 @@ def main(argv: list[str] | None = None) -> None:
     models = scaling_model.fit_csv(CSV)
     print(scaling_model.describe(models), flush=True)
     if args.ray_check:
+        # SubprocVecEnv on the same count just before: what this machine's load gives 2 workers now
+        same = point("mpe", "subproc", args.ray_envs, args.seconds, args.rounds, args.cap)
         line = scaling_model.ray_check(models["mpe"], args.ray_envs, args.seconds)
+        if same["status"] == "ok":
+            line += (f"; SubprocVecEnv 2 workers x {args.ray_envs} just before: {same['step_ms']:.2f} ms "
+                     f"(load {same['load_before']:.1f}, {same['cpu_ms_per_step'] / same['step_ms']:.2f} cores busy)")
         print(line, flush=True)
         (OUT / "scaling_ray.txt").write_text(line + "\n")
     scaling_model.plot(CSV, models, OUT)
