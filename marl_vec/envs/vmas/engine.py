@@ -47,7 +47,7 @@ import numpy as np
 from marl_vec.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.vmas.catalog import episode_seed
-from marl_vec.envs.vmas.model import Model, RandomState, model_of
+from marl_vec.envs.vmas.model import Model, RandomState, model_of, raw_calls, seed_installed
 
 class VmasBlock:
     """The VMAS side of ``k`` slots: the native batch, its random state, each slot's seed chain."""
@@ -59,6 +59,7 @@ class VmasBlock:
         self.model, self.k = model, k
         self.random = RandomState()
         self.env = model.native(k, self.random)
+        self.raw = raw_calls()  # VMAS's calls without their own random-state swap: ours is once a step
         # Each slot's seed and the number of episodes started from it (episode_seed's arguments).
         self.base: list[int | None] = [None] * k
         self.episode = [0] * k
@@ -102,17 +103,18 @@ class VmasBlock:
 
     def _reset_native(self, slots: list[int]) -> list[Any]:
         """Reset ``slots`` of the VMAS batch, each on its next episode seed; their observations
-        (of every env: VMAS computes them for the whole batch), read once."""
-        env = self.env
-        with self.random.active():
-            for slot in slots:
-                if self.base[slot] is None:  # never seeded (env_seed=None): its own OS entropy
-                    self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
-                env.seed(episode_seed(self.base[slot], self.episode[slot]))  # type: ignore[arg-type]
-                self.episode[slot] += 1
-                env.reset_at(slot, return_observations=False)
-            return env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False,
-                                         get_dones=False)[0]
+        (of every env: VMAS computes them for the whole batch), read once. Call it inside
+        ``self.random.installed()``: ``env.seed(w); env.reset_at(i)`` for each, then
+        ``env.get_from_scenario``, on one swap of the random state instead of 2k + 1."""
+        env, raw = self.env, self.raw
+        for slot in slots:
+            if self.base[slot] is None:  # never seeded (env_seed=None): its own OS entropy
+                self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
+            seed_installed(episode_seed(self.base[slot], self.episode[slot]))  # type: ignore[arg-type]
+            self.episode[slot] += 1
+            raw.reset_at(env, slot, return_observations=False)
+        return raw.get_from_scenario(env, get_observations=True, get_rewards=False, get_infos=False,
+                                     get_dones=False)[0]
 
     def flush(self) -> None:
         """Reset every pending slot and write their rows."""
@@ -121,7 +123,9 @@ class VmasBlock:
         slots = np.flatnonzero(self.pending).tolist()
         self.pending[...] = False
         self.fresh[slots] = False
-        self._write_rows(slots, self._reset_native(slots))
+        with self.random.installed():
+            obs = self._reset_native(slots)
+        self._write_rows(slots, obs)
 
     def _write_rows(self, slots: list[int], obs: list[Any]) -> None:
         target = self.block.obs
@@ -144,24 +148,24 @@ class VmasBlock:
             np.copyto(self._action_buffer, self._actions, casting="unsafe")
         else:
             np.copyto(self._action_buffer[..., 0], self._actions, casting="unsafe")
-        with self.random.active():
-            obs, rewards, terminated, truncated, _infos = self.env.step(list(self._agent_actions))
-        block = self.block
-        for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
-            np.copyto(block.obs[:, a, :size], tensor.numpy())
-        k = self.k  # some scenarios give (k, 1) rewards or flags: a view of (k,)
-        for a, tensor in enumerate(rewards):
-            np.copyto(block.reward[:, a], tensor.numpy().reshape(k), casting="same_kind")
-        ended = terminated.numpy().reshape(k)
-        cut = truncated.numpy().reshape(k) & ~ended  # an episode that ended at the step limit ended: not cut
-        np.copyto(block.terminated, ended[:, None])
-        np.copyto(block.truncated, cut[:, None])
-        done = ended | cut
-        self.fresh[...] = False
-        if np.count_nonzero(done):
-            slots = np.flatnonzero(done).tolist()
-            self.reset_obs = self._reset_native(slots)
-            self.fresh[slots] = True
+        with self.random.installed():  # one swap for the step and the resets of the envs that ended
+            obs, rewards, terminated, truncated, _infos = self.raw.step(self.env, list(self._agent_actions))
+            block = self.block
+            for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
+                np.copyto(block.obs[:, a, :size], tensor.numpy())
+            k = self.k  # some scenarios give (k, 1) rewards or flags: a view of (k,)
+            for a, tensor in enumerate(rewards):
+                np.copyto(block.reward[:, a], tensor.numpy().reshape(k), casting="same_kind")
+            ended = terminated.numpy().reshape(k)
+            cut = truncated.numpy().reshape(k) & ~ended  # an episode that ended at the step limit ended: not cut
+            np.copyto(block.terminated, ended[:, None])
+            np.copyto(block.truncated, cut[:, None])
+            done = ended | cut
+            self.fresh[...] = False
+            if np.count_nonzero(done):
+                slots = np.flatnonzero(done).tolist()
+                self.reset_obs = self._reset_native(slots)
+                self.fresh[slots] = True
 
 
 class VmasStepper(BlockStepper):

@@ -15,6 +15,10 @@ private random state each VMAS batch runs on.
   process, swapped in around each call. Each batch of ours keeps its own and
   swaps it in around its calls, so that two batches (or our batch and VMAS
   used by hand) in one process do not draw from each other's stream.
+  :meth:`RandomState.installed` with :func:`raw_calls` swaps it in ONCE around a
+  step and all its resets: VMAS's own swap costs ~0.3 ms a call (numpy's
+  ``get_state``/``set_state`` are slow), and ``Environment.seed`` another
+  0.15 ms (``torch.manual_seed`` also queues CUDA, MPS and XPU seeds).
 
 May import: numpy, torch and vmas (lazily), ``marl_vec.spec``, ``marl_vec.envs.vmas.catalog``.
 
@@ -28,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,6 +59,74 @@ class RandomState:
         finally:
             self.saved = list(shared)
             shared[:] = outside
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """This state in the process's global generators, as VMAS's ``local_seed`` puts it around
+        each of its calls, for :func:`raw_calls`'s calls; saved back and the outside state restored after
+        (also after an error).
+
+        Example:
+            >>> import torch
+            >>> state = RandomState()
+            >>> with state.installed():
+            ...     seed_installed(7)
+            >>> torch.equal(state.saved[0], torch.Generator().manual_seed(7).get_state())
+            True
+        """
+        outside = _global_state()
+        _set_global_state(self.saved)
+        try:
+            yield
+        finally:
+            self.saved = _global_state()
+            _set_global_state(outside)
+
+
+def seed_installed(word: int) -> None:
+    """What ``vmas.Environment.seed(word)`` does to the generators VMAS draws from on the CPU
+    (torch's CPU generator, numpy's and Python's), without ``torch.manual_seed``'s queueing of
+    CUDA, MPS and XPU seeds, which VMAS's saved state never holds."""
+    import torch
+
+    torch.default_generator.manual_seed(word)
+    np.random.seed(word)
+    random.seed(word)
+
+
+def _global_state() -> list[Any]:
+    import torch
+
+    return [torch.random.get_rng_state(), np.random.get_state(), random.getstate()]
+
+
+def _set_global_state(state: list[Any]) -> None:
+    import torch
+
+    torch.random.set_rng_state(state[0])
+    np.random.set_state(state[1])
+    random.setstate(state[2])
+
+
+@dataclasses.dataclass(frozen=True)
+class RawCalls:
+    """``vmas.Environment``'s methods without their ``local_seed`` decorator (call them inside
+    :meth:`RandomState.installed`): ``step(env, actions)``, ``reset_at(env, index, ...)``,
+    ``get_from_scenario(env, ...)`` (the last two are VMAS's own undecorated ``_reset_at`` and
+    ``_get_from_scenario``; ``step`` has none, so the decorator's ``__wrapped__``). vmas is pinned
+    (1.5.2); tests/test_vmas_*.py compare against VMAS's public, decorated calls."""
+
+    step: Callable[..., Any]
+    reset_at: Callable[..., Any]
+    get_from_scenario: Callable[..., Any]
+
+
+def raw_calls() -> RawCalls:
+    import_vmas()
+    from vmas.simulator.environment import Environment
+
+    return RawCalls(step=Environment.step.__wrapped__, reset_at=Environment._reset_at,  # type: ignore[attr-defined]
+                    get_from_scenario=Environment._get_from_scenario)
 
 
 def _shared_state() -> list[Any]:
