@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import io
 import os
 import statistics
@@ -39,6 +38,8 @@ import numpy as np
 
 import marl_vec as mv
 from marl_vec.envs.registry import make_env_fn
+
+from bench_plot import plot_scaling, write_rows
 
 Runner = Callable[[int], None]  # runs n steps
 
@@ -208,45 +209,19 @@ def sweep(sizes: Sequence[int], seconds: float, rounds: int, loop_max: int, path
             print(f"  {name:<40} x{n:<5} {row['env_steps_per_s']:>12,} env-steps/s  spread {row['spread']:.0%}  "
                   f"(compile {compile_s:.1f} s, load {row['load1']})", flush=True)
     if path:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(rows, path)
     return rows
 
 
 def plot_sweep(rows: list[dict], path: str, note: str) -> None:
     """Log-log env-steps/s against num_envs, one line per candidate."""
-    from marl_vec.plots import require_matplotlib
-
-    require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"DummyVecEnv": "-", "direct": "--", "mpe2": ":"}
-    for name in dict.fromkeys(r["candidate"] for r in rows):
-        mine = sorted((r for r in rows if r["candidate"] == name), key=lambda r: r["num_envs"])
-        style = next(v for k, v in styles.items() if k in name)
-        color = "tab:blue" if name.startswith("MPE") else "tab:red"
+    def style_of(name: str) -> tuple[str, str]:
         if "mpe2" in name:
-            color = "tab:gray"
-        ax.plot([r["num_envs"] for r in mine], [r["env_steps_per_s"] for r in mine], style, marker="o",
-                color=color, label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    sizes = sorted({r["num_envs"] for r in rows})
-    ax.set_xticks(sizes, [str(n) for n in sizes])
-    ax.set_xlabel("num_envs (one jitted, vmapped block)")
-    ax.set_ylabel("env-steps/s")
-    ax.set_title(f"JaxMARL through marl_vec vs direct, 2 shared CPU cores\n{note}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+            return ":", "tab:gray"
+        return ("-" if "DummyVecEnv" in name else "--"), ("tab:blue" if name.startswith("MPE") else "tab:red")
+
+    plot_scaling(rows, path, f"JaxMARL through marl_vec vs direct, 2 shared CPU cores\n{note}",
+                 "num_envs (one jitted, vmapped block)", style_of)
 
 
 def main() -> None:
