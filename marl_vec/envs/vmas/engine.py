@@ -7,7 +7,10 @@ the number of envs of the group, its private random state and each slot's seed.
 One group step is one ``Environment.step`` (every env of the block), then one
 copy per output tensor into the batch buffers (``Tensor.numpy()`` is zero-copy
 on the CPU; the buffers are never aliased to torch's memory). Nothing runs per
-env in Python unless an episode ended.
+env in Python unless an episode ended. The step and the resets of the envs
+that ended run on ONE swap of the block's random state (VMAS's undecorated
+calls, :func:`~marl_vec.envs.vmas.model.raw_calls`), where VMAS's public calls
+swap it around each call (~0.3 ms each): what they compute is the same.
 
 How our contract maps onto the block:
 
