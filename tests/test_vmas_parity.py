@@ -142,3 +142,39 @@ def test_workers_beside_torch_threads_start_by_forkserver():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "forkserver"
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("balance", {"max_steps": 5, "continuous_actions": False, "batched_reset": True}),
+    ("transport", {"max_steps": 4, "continuous_actions": True, "batched_reset": True}),
+])
+def test_batched_reset_equals_vmas_by_hand(env_id, kwargs):
+    """batched_reset: the whole batch's resets are one env.reset(seed=...); autoresets stay per env."""
+    assert compare(env_id, kwargs, 4, [4], steps=12) >= 4 * 2
+
+
+def test_batched_reset_on_subproc_one_batch_per_worker():
+    kwargs = {"max_steps": 4, "continuous_actions": False, "batched_reset": True}
+    assert compare("navigation", kwargs, 4, [2, 2], backend="subproc", steps=10) >= 4 * 2
+
+
+def test_batched_reset_one_call_for_the_whole_batch_per_env_otherwise():
+    fn = make_env_fn("vmas", "balance", {"max_steps": 50, "batched_reset": True})
+    per_env = make_env_fn("vmas", "balance", {"max_steps": 50})
+    with mv.DummyVecEnv([fn] * 3, env_seed=0) as venv, mv.DummyVecEnv([per_env] * 3, env_seed=0) as plain:
+        first = venv.reset().obs.copy()
+        assert not np.array_equal(first, plain.reset().obs)  # another contract: the batch's seed, not each env's
+        np.testing.assert_array_equal(venv.reset(seed=0).obs, first)  # the same seeds again: the same batch
+        ref = Reference("balance", {"max_steps": 50}, [3], 0)  # a subset resets per env, on its own chain
+        ref.reset()
+        block = ref.blocks[0]
+        block.episodes = [1, 1, 1]  # reset(seed=0) restarted each env's chain, then one whole-batch reset
+        with block.active():
+            block.env.seed(0)  # any state: reset_at reseeds
+            expected = block._reset([1])[1]
+        np.testing.assert_array_equal(venv.reset(env_ids=[1]).obs[1], expected)
+
+
+def test_batched_reset_must_be_a_bool():
+    with pytest.raises(ValueError, match="batched_reset must be true or false, got 'yes'"):
+        make_env_fn("vmas", "balance", {"batched_reset": "yes"})()

@@ -10,6 +10,10 @@ family's documented rules, written here again from VMAS's own API:
   return_observations=False)``; after every env that resets together has been
   reset, one ``get_from_scenario`` reads the observations (TorchRL's idiom), of
   which only the reset envs' are kept (the others keep their step's);
+- with ``batched_reset``, a reset of the whole block (``reset()``) is instead ONE
+  ``env.reset(seed=word)``, ``word`` the first 32-bit word of
+  ``SeedSequence([*seeds, *episodes])`` (each env's seed, then how many episodes
+  each has started), and every env's episode count goes on by one;
 - each block runs on its own copy of VMAS's process-wide random state
   (``Environment.vmas_random_state``), swapped in around its calls;
 - terminated is VMAS's ``terminated``; truncated is VMAS's ``truncated`` where
@@ -31,7 +35,7 @@ with warnings.catch_warnings():
     import vmas
     from vmas.simulator.environment import Environment
 
-OPTIONS = ("continuous_actions", "max_steps", "clamp_actions")
+OPTIONS = ("continuous_actions", "max_steps", "clamp_actions", "batched_reset")
 
 
 def word(seed: int, episode: int) -> int:
@@ -51,6 +55,7 @@ class Block:
                                      max_steps=kwargs.get("max_steps"),
                                      clamp_actions=kwargs.get("clamp_actions", False), **own)
         self.continuous = kwargs.get("continuous_actions", True)
+        self.batched = kwargs.get("batched_reset", False)
         self.obs_sizes = [int(o.shape[1]) for o in self.env.get_from_scenario(True, False, False, False)[0]]
         self.width = max(self.obs_sizes)
 
@@ -80,7 +85,12 @@ class Block:
 
     def reset(self) -> np.ndarray:
         with self.active():
-            return self._reset(list(range(len(self.seeds))))
+            if not self.batched:
+                return self._reset(list(range(len(self.seeds))))
+            entropy = [s % 2**64 for s in self.seeds] + self.episodes
+            word = int(np.random.SeedSequence(entropy).generate_state(1)[0])
+            self.episodes = [n + 1 for n in self.episodes]
+            return self._stack(self.env.reset(seed=word))
 
     def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
         per_agent = []

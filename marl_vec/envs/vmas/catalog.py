@@ -9,7 +9,8 @@ is empty, and stays the place to name one with its reason.
 
 Options (``env.kwargs``): ``continuous_actions`` (VMAS's default True),
 ``max_steps`` (the episode limit, a truncation; VMAS's default None: no limit),
-``clamp_actions``, and any keyword of the scenario itself (``n_agents``, ...).
+``clamp_actions``, ``batched_reset`` (ours, default False: see :func:`batch_seed`)
+and any keyword of the scenario itself (``n_agents``, ...).
 Options that belong to the batch or that we fix are refused with the reason
 (:data:`REFUSED`).
 
@@ -19,6 +20,8 @@ Python's global generators, swapped in around each call: a class attribute of
 reproducible by reseeding it before each of its resets: episode ``n`` of the
 env whose seed is ``s`` starts with ``env.seed(episode_seed(s, n))`` and then
 ``env.reset_at(i)``. See :mod:`marl_vec.envs.vmas` for what that guarantees.
+With ``batched_reset=True``, a reset of every env of a batch at once is one
+``env.reset(seed=batch_seed(...))`` instead (:func:`batch_seed`).
 
 May import: numpy, vmas and torch (lazily, via ``require``), ``marl_vec.envs.extras``.
 
@@ -64,7 +67,7 @@ REFUSED = {
     "grad_enabled": "the outputs are copied into numpy buffers, so no gradient could flow",
     "multidiscrete_actions": "the family serves Discrete (continuous_actions=False) and Box actions",
 }
-OPTIONS = ("continuous_actions", "max_steps", "clamp_actions")
+OPTIONS = ("continuous_actions", "max_steps", "clamp_actions", "batched_reset")
 
 
 def resolve(env_id: str) -> str:
@@ -82,8 +85,11 @@ def split_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], 
         if key in REFUSED:
             raise ValueError(f"VMAS scenario {env_id!r}: env.kwargs {key!r} is not an option here: {REFUSED[key]}; "
                              f"options: {', '.join(OPTIONS)} and the scenario's own keywords")
-    options = {"continuous_actions": True, "max_steps": None, "clamp_actions": False}
+    options = {"continuous_actions": True, "max_steps": None, "clamp_actions": False, "batched_reset": False}
     options.update({k: v for k, v in kwargs.items() if k in OPTIONS})
+    if not isinstance(options["batched_reset"], bool):
+        raise ValueError(f"VMAS scenario {env_id!r}: batched_reset must be true or false, "
+                         f"got {options['batched_reset']!r}")
     limit = options["max_steps"]
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"VMAS scenario {env_id!r}: max_steps must be a positive int or None, got {limit!r}")
@@ -95,6 +101,20 @@ def episode_seed(seed: int, episode: int) -> int:
     a 32-bit word of ``numpy.random.SeedSequence([seed, episode])`` (numpy's global seed,
     which VMAS's ``seed`` sets too, takes 32 bits)."""
     return int(np.random.SeedSequence([int(seed) % 2**64, int(episode)]).generate_state(1)[0])
+
+
+def batch_seed(seeds: list[int], episodes: list[int]) -> int:
+    """With ``batched_reset=True``: the seed VMAS gets before a reset of a whole batch at once
+    (``env.reset(seed=...)``, one call) whose envs have seeds ``seeds`` and have started
+    ``episodes`` episodes each: a 32-bit word of ``SeedSequence([*seeds, *episodes])``.
+    Every env's episode then depends on the batch's seeds together, not on its own alone.
+
+    Example:
+        >>> batch_seed([0, 1], [0, 0]) != batch_seed([1, 0], [0, 0])
+        True
+    """
+    entropy = [int(s) % 2**64 for s in seeds] + [int(n) for n in episodes]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def import_vmas() -> Any:

@@ -49,7 +49,7 @@ import numpy as np
 
 from marl_vec.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
-from marl_vec.envs.vmas.catalog import episode_seed
+from marl_vec.envs.vmas.catalog import batch_seed, episode_seed
 from marl_vec.envs.vmas.model import Model, RandomState, model_of, raw_calls, seed_installed
 
 class VmasBlock:
@@ -111,8 +111,7 @@ class VmasBlock:
         ``env.get_from_scenario``, on one swap of the random state instead of 2k + 1."""
         env, raw = self.env, self.raw
         for slot in slots:
-            if self.base[slot] is None:  # never seeded (env_seed=None): its own OS entropy
-                self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
+            self._ensure_base(slot)
             seed_installed(episode_seed(self.base[slot], self.episode[slot]))  # type: ignore[arg-type]
             self.episode[slot] += 1
             raw.reset_at(env, slot, return_observations=False)
@@ -124,11 +123,25 @@ class VmasBlock:
         if not self.pending.any():
             return
         slots = np.flatnonzero(self.pending).tolist()
+        whole = len(slots) == self.k and self.model.options["batched_reset"]
         self.pending[...] = False
         self.fresh[slots] = False
         with self.random.installed():
-            obs = self._reset_native(slots)
+            obs = self._reset_whole() if whole else self._reset_native(slots)
         self._write_rows(slots, obs)
+
+    def _reset_whole(self) -> list[Any]:
+        """``batched_reset``: every env of the batch in one ``env.reset(seed=batch_seed(...))``
+        (inside ``self.random.installed()``); each env's episode count goes on by one."""
+        for slot in range(self.k):
+            self._ensure_base(slot)
+        word = batch_seed(self.base, self.episode)  # type: ignore[arg-type]
+        self.episode = [n + 1 for n in self.episode]
+        return self.raw.reset(self.env, seed=word)
+
+    def _ensure_base(self, slot: int) -> None:
+        if self.base[slot] is None:  # never seeded (env_seed=None): its own OS entropy
+            self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
 
     def _write_rows(self, slots: list[int], obs: list[Any]) -> None:
         target = self.block.obs

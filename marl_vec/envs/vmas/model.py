@@ -112,11 +112,12 @@ def _set_global_state(state: list[Any]) -> None:
 class RawCalls:
     """``vmas.Environment``'s methods without their ``local_seed`` decorator (call them inside
     :meth:`RandomState.installed`): ``step(env, actions)``, ``reset_at(env, index, ...)``,
-    ``get_from_scenario(env, ...)`` (the last two are VMAS's own undecorated ``_reset_at`` and
-    ``_get_from_scenario``; ``step`` has none, so the decorator's ``__wrapped__``). vmas is pinned
+    ``get_from_scenario(env, ...)``, ``reset(env, seed=...)`` (VMAS's own undecorated ``_reset_at``,
+    ``_get_from_scenario`` and ``_reset``; ``step`` has none, so the decorator's ``__wrapped__``). vmas is pinned
     (1.5.2); tests/test_vmas_*.py compare against VMAS's public, decorated calls."""
 
     step: Callable[..., Any]
+    reset: Callable[..., Any]
     reset_at: Callable[..., Any]
     get_from_scenario: Callable[..., Any]
 
@@ -125,8 +126,8 @@ def raw_calls() -> RawCalls:
     import_vmas()
     from vmas.simulator.environment import Environment
 
-    return RawCalls(step=Environment.step.__wrapped__, reset_at=Environment._reset_at,  # type: ignore[attr-defined]
-                    get_from_scenario=Environment._get_from_scenario)
+    return RawCalls(step=Environment.step.__wrapped__, reset=Environment._reset,  # type: ignore[attr-defined]
+                    reset_at=Environment._reset_at, get_from_scenario=Environment._get_from_scenario)
 
 
 def _shared_state() -> list[Any]:
