@@ -15,7 +15,10 @@ every backend for the same split of envs into batches (a DummyVecEnv is one
 batch; a SubprocVecEnv one per worker). Scenarios that draw random numbers
 while stepping (noise) draw them for the whole batch at once: their episodes
 depend on the batch they run in, and can differ between two splits. Those
-that draw only at reset give the same episodes for every split.
+that draw only at reset give the same episodes for every split. With the option
+``batched_reset=True``, a reset of a whole batch at once is one VMAS ``reset``
+seeded from all its envs' seeds (``catalog.batch_seed``): fast, but those
+episodes depend on the batch's seeds together.
 
 Example:
     >>> import marl_vec as mv

@@ -23,7 +23,9 @@ How our contract maps onto the block:
   ``reset``, which writes that env's row.
 - ``reset`` with a seed (or of an env that did not just end) is deferred: the
   group's ``reset`` ends with :meth:`VmasStepper.flush_resets`, which resets
-  every waiting env the same way and reads their observations once.
+  every waiting env the same way and reads their observations once; with the
+  option ``batched_reset``, when every env of the block waits, in one
+  ``env.reset(seed=batch_seed(...))`` instead.
 - Autoreset modes: ``same_step`` and ``disabled`` are served exactly.
   ``next_step`` and ``one_episode`` leave finished envs out of a step, which
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
