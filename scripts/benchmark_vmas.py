@@ -14,7 +14,8 @@ warm-up step); the median env-steps/s, each round's value and the load average
 (``os.getloadavg``, before and after) are printed. torch keeps its default number
 of threads unless ``--torch-threads`` (printed). Continuous actions, ``max_steps``
 100 unless given. Building and the first reset are timed apart (ours: one
-``reset_at`` per env on its own seed; direct: VMAS's batched reset).
+``reset_at`` per env on its own seed, or one VMAS call with ``--batched-reset``;
+direct: VMAS's batched reset).
 
 ``--sweep 1,4,16,64,256,1024,4096`` measures both at each size instead (rounds
 interleaved per size), writes ``--sweep-csv`` and plots ``--plot`` (log-log).
@@ -74,6 +75,7 @@ def direct(scenario: str, kwargs: dict, n_envs: int, pool: list[np.ndarray]) -> 
     import vmas
 
     options = {k: kwargs[k] for k in ("max_steps",) if k in kwargs}
+    kwargs = {k: v for k, v in kwargs.items() if k != "batched_reset"}  # ours only: VMAS's reset is batched
     started = time.perf_counter()
     env = vmas.make_env(scenario, num_envs=n_envs, device="cpu", seed=0, continuous_actions=True,
                         terminated_truncated=True, **options,
@@ -158,7 +160,7 @@ def run_sweep(args: argparse.Namespace, kwargs: dict, sizes: list[int]) -> None:
         loads = [r[k] for r in rows for k in ("load1_before", "load1_after")]
         import torch
 
-        note = (f"balance, max_steps {args.max_steps}, torch threads {torch.get_num_threads()}; median of "
+        note = (f"{args.scenario}, max_steps {args.max_steps}, torch threads {torch.get_num_threads()}; median of "
                 f"{args.rounds} x {args.seconds:g} s per point; 1-min load {min(loads):.1f}-{max(loads):.1f}")
         plot_scaling(rows, args.plot, f"VMAS through marl_vec vs direct, 2 shared CPU cores\n{note}",
                      "num_envs (one VMAS batch)",
@@ -174,6 +176,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--batched-reset", action="store_true",
+                        help="ours with batched_reset=True (the first reset in one VMAS call)")
     parser.add_argument("--sweep", default=None, metavar="SIZES", help="comma-separated num_envs, e.g. 1,16,256,4096")
     parser.add_argument("--sweep-csv", default=None, metavar="CSV")
     parser.add_argument("--plot", default=None, metavar="PNG")
@@ -187,7 +191,9 @@ def main() -> None:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     kwargs = {"max_steps": args.max_steps, "continuous_actions": True}
-    print(f"VMAS {args.scenario} (continuous actions, max_steps {args.max_steps}), "
+    if args.batched_reset:
+        kwargs["batched_reset"] = True
+    print(f"VMAS {args.scenario} (continuous actions, max_steps {args.max_steps}, batched_reset {args.batched_reset}), "
           f"torch threads {torch.get_num_threads()}, {args.rounds} rounds of {args.seconds:g} s", flush=True)
     if sizes:
         run_sweep(args, kwargs, sizes)
