@@ -89,6 +89,10 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             (see :mod:`marl_vec.state`).
         batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``), any
             number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
+        step_in_main: the main process steps the last block itself while the workers
+            step theirs (``num_workers + 1`` blocks; default ``num_workers``: usable cores
+            - 1), see :mod:`marl_vec.vec.subproc_local`. Same results, one process fewer;
+            the async pool (``send``/``recv``) then is not available.
     """
 
 
@@ -108,13 +112,25 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         close_timeout: float = 10.0,
         reward_dtype: str | None = None,
         batch_size: int | None = None,
+        step_in_main: bool = False,
     ):
         env_fns, mode = check_backend_args("SubprocVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         num_envs = len(env_fns)
+        if not isinstance(step_in_main, bool):
+            raise ValueError(f"step_in_main must be True or False, got {step_in_main!r}")
+        local = int(step_in_main)  # blocks beyond the workers'
+        if step_in_main and num_envs < 2:
+            raise ValueError(f"step_in_main needs num_envs >= 2 (a block for a worker and one for this process), "
+                             f"got num_envs={num_envs}")
+        if step_in_main and batch_size not in (None, num_envs):
+            raise ValueError(f"the async pool (batch_size={batch_size!r}) needs every block in a worker process: "
+                             "pass step_in_main=False")
         if num_workers is None:
-            num_workers = min(num_envs, _cpu_count())
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or not 1 <= num_workers <= num_envs:
-            raise ValueError(f"num_workers must be an integer in [1, num_envs={num_envs}], got {num_workers!r}")
+            num_workers = max(1, min(num_envs, _cpu_count()) - local)
+        if (isinstance(num_workers, bool) or not isinstance(num_workers, int)
+                or not 1 <= num_workers <= num_envs - local):
+            raise ValueError(f"num_workers must be an integer in [1, num_envs{' - 1' if local else ''}="
+                             f"{num_envs - local}], got {num_workers!r}")
         allowed = mp.get_all_start_methods()
         method = default_start_method() if start_method is None else start_method
         if method not in allowed:
@@ -129,14 +145,15 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self.timeout = timeout
         self._env_fns, self._mode, self._env_seed = env_fns, mode, env_seed
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
-        self.worker_restarts = [0] * num_workers  # dead workers replaced, per block
-        self._blocks = _blocks(num_envs, num_workers)
+        self.step_in_main = step_in_main
+        self.worker_restarts = [0] * (num_workers + local)  # dead workers replaced, per block
+        self._blocks = _blocks(num_envs, num_workers + local)  # the main process's block last
         self._init_pool(batch_size, num_envs, self._blocks)
         self._pool_pollers: dict[tuple[int, ...], Any] = {}  # workers in flight -> (select.poll, fd -> worker)
         self._pool_readable: set[int] = set()  # workers whose pipe the last poll found readable
         self._procs: list[Any] = []
         self._conns: list[Any] = []
-        self._pending = [False] * num_workers  # per worker: an answer is owed
+        self._pending = [False] * (num_workers + local)  # per block: an answer is owed
         self._step_replies: dict[int, Any] = {}  # the current step's answers read so far
         self._broken: WorkerError | None = None
         self._buffers_holder: list[BatchBuffers] = []
@@ -149,9 +166,11 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         try:
             for w in range(num_workers):
                 self._start_worker(w, env_seed)
+            if step_in_main:  # after the forks: no worker inherits its envs
+                self._start_local(num_workers, env_seed)
             # Building envs may take long (a game launching): a generous bound of its own.
             start_timeout = None if timeout is None else max(timeout, START_TIMEOUT)
-            replies = self._collect("start", range(num_workers), start_timeout)
+            replies = self._collect("start", range(num_workers + local), start_timeout)
             spec = self._check_specs(replies)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             self.buffers = BatchBuffers(self.spec, num_envs, shared=True)
@@ -159,8 +178,8 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             self._object_actions = self.buffers.object_actions
             # The workers lay out the block from the same spec (reward dtype included).
             self._send_all(pickle.dumps(("attach", self.buffers.shm_name, self.spec)))
-            single = self._collect("start", range(num_workers), start_timeout)  # steps single envs?
-            self._pool_set_whole([w for w in range(num_workers) if not single[w]],
+            single = self._collect("start", range(num_workers + local), start_timeout)  # steps single envs?
+            self._pool_set_whole([w for w in range(num_workers + local) if not single[w]],
                                  "these envs' engine steps a worker's whole block in one call (Atari: engine: python "
                                  "steps single envs)")
         except BaseException as exc:
@@ -170,13 +189,13 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
                 exc.add_note(f"marl_vec: the workers start by {method!r}{why} and import the main script: guard "
                              f"its code with `if __name__ == \"__main__\":`, or pass start_method='fork'")
             raise
-        self.worker_pids = [p.pid for p in self._procs]
+        self.worker_pids = [p.pid for p in self._procs[:num_workers]]
 
     # -- VecEnv -----------------------------------------------------------------
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         if env_ids is None:
-            per_worker: dict[int, tuple] = {w: (seed, None) for w in range(self.num_workers)}
+            per_worker: dict[int, tuple] = {w: (seed, None) for w in range(len(self._blocks))}
         else:
             per_worker = {w: (seed, local) for w, local in self._per_worker(env_ids).items()}
         replies = self._command("reset", per_worker)
@@ -186,7 +205,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
     def _step_async(self) -> None:
         self._check_usable()
         # The actions are in shared memory already; the byte only says "go".
-        for w in range(self.num_workers):
+        for w in range(len(self._blocks)):  # the main process's block last: it steps as it is sent
             self._send(w, STEP, "step")
 
     def _step_wait(self) -> list[dict[str, Any]]:
@@ -197,7 +216,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         replies = self._step_replies
         pending = self._pending
         try:
-            self._collect("step", [w for w in range(self.num_workers) if pending[w]], replace=True, into=replies)
+            self._collect("step", [w for w in range(len(self._blocks)) if pending[w]], replace=True, into=replies)
         finally:
             if not any(pending):
                 self._step_replies = {}
@@ -232,8 +251,8 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         return [next(cursors[self._worker_of(i)]) for i in indices]
 
     def _render(self) -> list[Any]:
-        replies = self._command("render", {w: () for w in range(self.num_workers)})
-        return [frame for w in range(self.num_workers) for frame in replies[w]]
+        replies = self._command("render", {w: () for w in range(len(self._blocks))})
+        return [frame for w in range(len(self._blocks)) for frame in replies[w]]
 
     def _close(self) -> None:
         self._finalizer()

@@ -33,6 +33,7 @@ from marl_vec.errors import SameEnvError, WorkerError
 from marl_vec.group import rebuild_seed
 from marl_vec.spec import EnvSpec
 from marl_vec.vec.native_threads import threads_beside_main
+from marl_vec.vec.subproc_local import LocalHost
 from marl_vec.vec.worker import worker_main
 
 _CLOSE = pickle.dumps(("close",))
@@ -103,7 +104,8 @@ class SubprocLifecycle:
             self._conns[w] = parent
         else:
             self._conns.append(parent)
-        inherited = list(self._conns) if method == "fork" else []  # spawn copies only what it is given
+        # spawn copies only what it is given; the main process's block is no pipe to close
+        inherited = [c for c in self._conns if not isinstance(c, LocalHost)] if method == "fork" else []
         process = ctx.Process(  # type: ignore[attr-defined]  # every real context has Process
             target=worker_main,
             args=(w, child, block, start, self._num_envs, self._mode.value, env_seed, self._restart_on_error,
@@ -118,6 +120,14 @@ class SubprocLifecycle:
             self._procs.append(process)
         # Our copy of the child's end must go, or a dead worker's pipe never reads EOF.
         child.close()
+
+    def _start_local(self, w: int, env_seed: int | None) -> None:
+        """Build block w (the last) in this process (``step_in_main``): it answers as a worker."""
+        start, stop = self._blocks[w]
+        host = LocalHost(self._env_fns[start:stop], start, self._num_envs, self._mode.value, env_seed,
+                         self._restart_on_error)
+        self._conns.append(host)
+        self._procs.append(host)
 
     def _check_specs(self, replies: dict[int, Any]) -> EnvSpec:
         for _pid, specs in replies.values():

@@ -26,6 +26,7 @@ class SubprocPool:
     """The async pool's per-backend hooks, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
 
     timeout: float | None
+    step_in_main: bool
     _blocks: list[tuple[int, int]]
     _restart_on_error: int
     _procs: list[Any]
@@ -37,6 +38,9 @@ class SubprocPool:
     def _pool_check_usable(self) -> None:
         if self._broken is not None:
             raise self._broken
+        if self.step_in_main:
+            raise ValueError("the async pool (send/recv) needs every block in a worker process: "
+                             "make this SubprocVecEnv with step_in_main=False")
 
     def _pool_go(self, w: int, local_ids: list[int]) -> None:
         try:

@@ -58,7 +58,7 @@ class SubprocTransport:
         self._pending[w] = True
 
     def _send_all(self, data: bytes, command: str = "start") -> None:
-        for w in range(self.num_workers):
+        for w in range(len(self._blocks)):
             self._send(w, data, command)
 
     def _collect(self, command: str, workers: Sequence[int] | range, timeout: float | None = -1.0,
@@ -158,8 +158,8 @@ class SubprocTransport:
 
     def _command(self, command: str, per_worker: dict[int, tuple]) -> dict[int, Any]:
         self._check_usable()
-        for w, args in per_worker.items():
-            self._send(w, pickle.dumps((command, *args), protocol=pickle.HIGHEST_PROTOCOL), command)
+        for w in sorted(per_worker):  # a block in the main process (the last) runs as it is sent
+            self._send(w, pickle.dumps((command, *per_worker[w]), protocol=pickle.HIGHEST_PROTOCOL), command)
         return self._collect(command, list(per_worker))
 
     def _gather_infos(self, replies: dict[int, Any]) -> list[dict[str, Any]]:

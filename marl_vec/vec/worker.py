@@ -153,62 +153,96 @@ def worker_main(
     group = None
     buffers = None
     try:
-        from marl_vec.buffers import BatchBuffers
-        from marl_vec.envs.registry import as_adapter, check_distinct_envs
-        from marl_vec.errors import SameEnvError
-        from marl_vec.group import EnvGroup
-
-        adapters: list = []
-        try:
-            if isinstance(env_fns, bytes):
-                import cloudpickle
-
-                env_fns = cloudpickle.loads(env_fns)
-            for j, fn in enumerate(env_fns):
-                try:
-                    adapters.append(as_adapter(fn()))
-                except Exception as exc:
-                    exc.marl_vec_env_index = start + j  # type: ignore[attr-defined]
-                    raise
-            try:
-                check_distinct_envs(adapters, start)
-            except SameEnvError as err:  # raised by the parent as it is (see SubprocVecEnv._check_specs)
-                conn.send_bytes(encode_ok((os.getpid(), err)))
-                _close_all(adapters)
-                return
-            conn.send_bytes(encode_ok((os.getpid(), [a.spec for a in adapters])))
-        except Exception as exc:
-            conn.send_bytes(encode_error(exc))
-            _close_all(adapters)
+        send = conn.send_bytes
+        built = build_adapters(send, env_fns, start)
+        if built is None:
             return
-
-        command, *args = pickle.loads(conn.recv_bytes())
-        if command != "attach":  # the parent gave up (another worker failed)
-            _close_all(adapters)
+        env_fns, adapters = built
+        attached = attach(send, conn.recv_bytes(), env_fns, adapters, start, num_envs, autoreset, env_seed,
+                          restart_on_error)
+        if attached is None:
             return
-        try:
-            shm_name, spec = args  # the parent's spec: its layout of the block
-            buffers = BatchBuffers(spec, num_envs, attach=shm_name)
-            group = EnvGroup(
-                env_fns, buffers, start, autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
-            )
-        except Exception as exc:
-            conn.send_bytes(encode_error(exc))
-            _close_all(adapters)
-            return
-        conn.send_bytes(encode_ok(group.steps_single_envs))  # the pool's unit: one env, or the block
+        group, buffers = attached
         serve(conn, group, start)
     except (EOFError, OSError, KeyboardInterrupt):
         # The parent is gone (or killed us politely): nothing to answer to.
         pass
     finally:
-        if group is not None:
+        release(group, buffers)
+
+
+def build_adapters(send: Any, env_fns: Any, start: int) -> tuple[list, list] | None:
+    """Build a block's adapters and ``send`` its ``start`` answer: ``(pid, specs)``, the
+    :class:`SameEnvError` of a block whose envs are one object, or the error that
+    stopped it. Returns ``(env_fns, adapters)`` (env_fns unpickled), or None when the
+    block cannot go on (its adapters closed)."""
+    from marl_vec.envs.registry import as_adapter, check_distinct_envs
+    from marl_vec.errors import SameEnvError
+
+    adapters: list = []
+    try:
+        if isinstance(env_fns, bytes):
+            import cloudpickle
+
+            env_fns = cloudpickle.loads(env_fns)
+        for j, fn in enumerate(env_fns):
             try:
-                group.close()
-            except Exception:  # the worker is going away; the parent reported what mattered
-                pass
+                adapters.append(as_adapter(fn()))
+            except Exception as exc:
+                exc.marl_vec_env_index = start + j  # type: ignore[attr-defined]
+                raise
+        try:
+            check_distinct_envs(adapters, start)
+        except SameEnvError as err:  # raised by the parent as it is (see SubprocVecEnv._check_specs)
+            send(encode_ok((os.getpid(), err)))
+            _close_all(adapters)
+            return None
+        send(encode_ok((os.getpid(), [a.spec for a in adapters])))
+    except Exception as exc:
+        send(encode_error(exc))
+        _close_all(adapters)
+        return None
+    return env_fns, adapters
+
+
+def attach(send: Any, data: bytes, env_fns: list, adapters: list, start: int, num_envs: int, autoreset: str,
+           env_seed: int | None, restart_on_error: int) -> tuple[Any, Any] | None:
+    """Answer the parent's ``attach`` command (``data``): map the shared block and make the
+    :class:`EnvGroup` over the adapters; returns ``(group, buffers)``, or None when the
+    parent gave up or attaching failed (the adapters are closed, the error sent)."""
+    from marl_vec.buffers import BatchBuffers
+    from marl_vec.group import EnvGroup
+
+    command, *args = pickle.loads(data)
+    if command != "attach":  # the parent gave up (another worker failed)
+        _close_all(adapters)
+        return None
+    buffers = None
+    try:
+        shm_name, spec = args  # the parent's spec: its layout of the block
+        buffers = BatchBuffers(spec, num_envs, attach=shm_name)
+        group = EnvGroup(
+            env_fns, buffers, start, autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
+        )
+    except Exception as exc:
+        send(encode_error(exc))
+        _close_all(adapters)
         if buffers is not None:
             buffers.close()
+        return None
+    send(encode_ok(group.steps_single_envs))  # the pool's unit: one env, or the block
+    return group, buffers
+
+
+def release(group: Any, buffers: Any) -> None:
+    """Close a block's group and unmap its buffers (best effort: the block is going away)."""
+    if group is not None:
+        try:
+            group.close()
+        except Exception:  # the worker is going away; the parent reported what mattered
+            pass
+    if buffers is not None:
+        buffers.close()
 
 
 def _close_all(adapters: list) -> None:
@@ -226,42 +260,51 @@ def serve(conn: Any, group: Any, start: int) -> None:
     """
     recv, send = conn.recv_bytes, conn.send_bytes
     objects = bool(group.buffers.object_fields)
-    while True:
-        data = recv()
-        if data == STEP:
-            send(_step_reply(group, objects))
-            continue
-        if data[:1] == POOL_STEP:
-            ids = array("I")
-            ids.frombytes(data[1:])
-            pool_step(send, group, start, ids, objects)
-            continue
-        command, *args = pickle.loads(data)
-        if command == "step":  # object actions come with the step
-            group.write_object_actions(args[0])
-            send(_step_reply(group, objects))
-            continue
-        if command == "pool_step":  # likewise, for the envs of a pool step
-            local_ids, rows = args
-            group.write_object_actions(rows, local_ids)
-            pool_step(send, group, start, local_ids, objects)
-            continue
-        if command == "close":
-            try:
-                group.close()
-            except Exception as exc:
-                send(encode_error(exc))
-            else:
-                send(OK_EMPTY)
-            return
+    while handle(recv(), send, group, start, objects):
+        pass
+
+
+def handle(data: bytes, send: Any, group: Any, start: int, objects: bool) -> bool:
+    """Answer one command (``data``) with ``group`` through ``send``; False after ``close``.
+
+    The body of :func:`serve`, and what SubprocVecEnv's block in the main process
+    (``step_in_main``) runs for each command it is sent.
+    """
+    if data == STEP:
+        send(_step_reply(group, objects))
+        return True
+    if data[:1] == POOL_STEP:
+        ids = array("I")
+        ids.frombytes(data[1:])
+        pool_step(send, group, start, ids, objects)
+        return True
+    command, *args = pickle.loads(data)
+    if command == "step":  # object actions come with the step
+        group.write_object_actions(args[0])
+        send(_step_reply(group, objects))
+        return True
+    if command == "pool_step":  # likewise, for the envs of a pool step
+        local_ids, rows = args
+        group.write_object_actions(rows, local_ids)
+        pool_step(send, group, start, local_ids, objects)
+        return True
+    if command == "close":
         try:
-            payload = run_command(group, command, args)
-            if objects and command == "reset":
-                payload = ObjectReply(payload, group.object_rows())
-            reply = encode_ok(payload)  # pickling a result may fail too
+            group.close()
         except Exception as exc:
-            reply = encode_error(exc)
-        send(reply)
+            send(encode_error(exc))
+        else:
+            send(OK_EMPTY)
+        return False
+    try:
+        payload = run_command(group, command, args)
+        if objects and command == "reset":
+            payload = ObjectReply(payload, group.object_rows())
+        reply = encode_ok(payload)  # pickling a result may fail too
+    except Exception as exc:
+        reply = encode_error(exc)
+    send(reply)
+    return True
 
 
 def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int], objects: bool = False) -> None:
