@@ -3,7 +3,9 @@
 ``BACKENDS`` names DummyVecEnv, SubprocVecEnv (two workers, so a worker hosts
 several envs) and RayVecEnv over both transports ("ray-auto": same-machine
 actors step in shared memory; "ray-ray": every actor answers Ray calls);
-``PROCESS_BACKENDS`` the ones whose envs run in other processes.
+``PROCESS_BACKENDS`` the ones whose envs run in other processes; ``MAIN_BLOCK``
+("subproc-main") a SubprocVecEnv that steps its last block in this process
+(``step_in_main``), for the synchronous API's tests.
 
 Ray backends run on one local cluster per test module, started at the first Ray
 test only (starting Ray costs ~5 s), as in tests/test_ray.py: import the
@@ -28,6 +30,7 @@ import marl_vec as mv
 
 BACKENDS = ("dummy", "subproc", "ray-auto", "ray-ray")
 PROCESS_BACKENDS = ("subproc", "ray-auto", "ray-ray")
+MAIN_BLOCK = "subproc-main"  # SubprocVecEnv whose last block steps in this process (no async pool)
 
 
 def start_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
@@ -69,6 +72,8 @@ def make(name: str, fns: Sequence[Callable[[], Any]], num_workers: int = 2, **kw
         return mv.DummyVecEnv(list(fns), **kwargs)
     if name == "subproc":
         return mv.SubprocVecEnv(list(fns), num_workers=num_workers, **kwargs)
+    if name == "subproc-main":  # num_workers blocks: this process steps the last (step_in_main)
+        return mv.SubprocVecEnv(list(fns), num_workers=max(1, num_workers - 1), step_in_main=True, **kwargs)
     if name in ("ray-auto", "ray-ray"):
         pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
         return mv.RayVecEnv(list(fns), num_workers=num_workers, transport=name.split("-")[1], **kwargs)

@@ -27,6 +27,8 @@ Example:
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections import deque
 from typing import Any, Callable
 
@@ -52,6 +54,7 @@ class LocalHost:
         self._buffers: Any = None
         self._objects = False
         self.closed = False
+        self.interrupted = False  # a Ctrl-C arrived while a command ran: raised once its answer is queued
         self.pid = os.getpid()
         self.exitcode: int | None = None
         self.sentinel = self._never_r
@@ -81,8 +84,14 @@ class LocalHost:
             self._group, self._buffers = attached
             self._objects = bool(self._group.buffers.object_fields)
             return
-        if not handle(data, self._put, self._group, self._config[0], self._objects):
-            self._release()
+        with _InterruptsDeferred(self):
+            if not handle(data, self._put, self._group, self._config[0], self._objects):
+                self._release()
+
+    def take_interrupt(self) -> bool:
+        """Whether a Ctrl-C arrived during the last command (the caller raises it now)."""
+        interrupted, self.interrupted = self.interrupted, False
+        return interrupted
 
     def recv_bytes(self) -> bytes:
         if not self._answers:
@@ -130,3 +139,31 @@ class LocalHost:
         if fds:
             for fd in (self._ready_r, self._ready_w, self._never_r, self._never_w):
                 os.close(fd)
+
+
+class _InterruptsDeferred:
+    """While the block runs a command, a first Ctrl-C only marks ``host.interrupted`` (the
+    command finishes whole, like a worker's, and the caller raises the interrupt after);
+    a second one raises at once, as a hung env must stay interruptible: the block is then
+    half-stepped, and the host closes itself, so the batch reports itself broken rather
+    than going on silently wrong. Only in the main thread, where signal handlers live."""
+
+    def __init__(self, host: LocalHost):
+        self.host = host
+        self.previous: Any = None
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.host.interrupted:
+            self.host.interrupted = False
+            raise KeyboardInterrupt
+        self.host.interrupted = True
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if exc_type is KeyboardInterrupt:
+            self.host.terminate()

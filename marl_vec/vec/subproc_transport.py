@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from marl_vec.buffers import BatchBuffers
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc_faults import _Lost
+from marl_vec.vec.subproc_local import LocalHost
 from marl_vec.vec.worker import STEP, ObjectReply, decode
 
 
@@ -47,15 +48,23 @@ class SubprocTransport:
             start, stop = self._blocks[w]
             data = pickle.dumps(("step", self.buffers.object_rows(start, stop, self._object_actions)),
                                 protocol=pickle.HIGHEST_PROTOCOL)
+        conn = self._conns[w]
         try:
-            self._conns[w].send_bytes(data)
+            conn.send_bytes(data)
         except OSError:  # BrokenPipeError / ConnectionResetError: the worker is gone
             if command == "step":  # _collect finds it by its sentinel, to report or replace it
                 self._pending[w] = True
                 return
             self._pending[w] = False
             raise self._died(w, command) from None
+        except KeyboardInterrupt:
+            if type(conn) is LocalHost:  # a second Ctrl-C cut the main process's block short
+                self._broken = WorkerError(command, w, None, "interrupted twice while this process ran its block "
+                                           "(step_in_main): the block is incomplete; close() this SubprocVecEnv")
+            raise
         self._pending[w] = True
+        if type(conn) is LocalHost and conn.take_interrupt():  # deferred: the block's answer is whole
+            raise KeyboardInterrupt
 
     def _send_all(self, data: bytes, command: str = "start") -> None:
         for w in range(len(self._blocks)):

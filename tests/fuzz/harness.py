@@ -55,6 +55,7 @@ CONFIGS: dict[str, list[Config]] = {
     "dummy": [Config(3), Config(4, dict_obs=True), Config(2, dict_obs=True, copy=False), Config(3, fresh=True)],
     "subproc": [Config(4, 3), Config(5, 2, dict_obs=True), Config(3, 1, dict_obs=True, copy=False),
                 Config(5, 5), Config(4, 2, dict_obs=True, fresh=True)],
+    "subproc-main": [Config(3), Config(4, dict_obs=True), Config(2, dict_obs=True, copy=False), Config(5, fresh=True)],
     # Building a RayVecEnv costs seconds: a batch built for its example comes up 1 time in 5.
     "ray-auto": [Config(4, 3, dict_obs=True), Config(5, 1), Config(4, 3, dict_obs=True), Config(5, 1),
                  Config(3, 2, copy=False, fresh=True)],

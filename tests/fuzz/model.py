@@ -27,7 +27,7 @@ def env_error_types(backend: str) -> tuple[type[BaseException], ...]:
     """What an env's exception in a step reaches the caller as (README "Errors")."""
     if backend == "dummy":
         return (Exception,)  # the env's own exception, with a note naming the env
-    if backend == "subproc":
+    if backend in ("subproc", "subproc-main"):
         return (WorkerError,)
     from marl_vec.vec.ray import RayWorkerError
 
