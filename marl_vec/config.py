@@ -84,6 +84,8 @@ class VecConfig(_Strict):
     reward_dtype: Optional[Literal["float32", "float64"]] = None
     # Envs per recv() of the async pool (subproc and ray backends; None: num_envs, synchronous).
     batch_size: Optional[int] = Field(default=None, ge=1)
+    # subproc: this process steps the last block while the workers step theirs (no async pool).
+    step_in_main: bool = False
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -223,6 +225,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
     if vec.backend == "subproc":
         kwargs.update({k: v for k, v in (("num_workers", vec.num_workers), ("start_method", vec.start_method),
                                          ("batch_size", vec.batch_size)) if v is not None})
+        if vec.step_in_main:
+            kwargs["step_in_main"] = True
     elif vec.backend == "ray":
         ray_config = vec.ray.model_dump()
         if vec.batch_size is not None:
@@ -242,6 +246,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
         if vec.batch_size is not None:
             raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc and ray backends, not to backend {vec.backend!r}")
+    if vec.step_in_main and vec.backend != "subproc":
+        raise ConfigError(f"vec.step_in_main applies to the subproc backend, not to backend {vec.backend!r}")
     return kwargs
 
 
@@ -260,12 +266,14 @@ def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None
 
 
 def apply_choice(cfg: Config, choice: Mapping[str, Any]) -> Config:
-    """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``engine``: a tuner's choice).
+    """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``step_in_main`` and
+    ``engine``: a tuner's choice).
 
     A choice of ``dummy`` or ``ray`` drops ``vec.start_method``, which only ``subproc``
     takes; a ``ray`` choice's worker count replaces ``vec.ray``'s own.
     """
-    update: dict[str, Any] = {"backend": choice["backend"], "num_workers": choice.get("num_workers")}
+    update: dict[str, Any] = {"backend": choice["backend"], "num_workers": choice.get("num_workers"),
+                              "step_in_main": bool(choice.get("step_in_main", False))}
     if choice["backend"] != "subproc":
         update["start_method"] = None
     if choice["backend"] == "ray":

@@ -170,3 +170,14 @@ def test_a_first_ctrl_c_in_the_main_block_waits_for_its_step_to_be_whole():
         r = venv.step(np.full((4, 1), 2))
         assert venv.get_attr("seen") == [[1, 2]] * 4
         assert r.obs[:, 0, 0].tolist() == [3.0] * 4
+
+
+def test_config_vec_step_in_main():
+    from marl_vec.config import ConfigError
+
+    cfg = {"env": {"family": "gym", "id": "CartPole-v1"},
+           "vec": {"num_envs": 4, "backend": "subproc", "num_workers": 1, "step_in_main": True}}
+    with mv.make(cfg) as venv:
+        assert venv.step_in_main and venv.num_workers == 1
+    with pytest.raises(ConfigError, match=r"vec.step_in_main applies to the subproc backend, not to backend 'dummy'"):
+        mv.make({**cfg, "vec": {"num_envs": 4, "backend": "dummy", "step_in_main": True}})
