@@ -5,7 +5,6 @@
 """
 
 from marl_vec import envs
-from marl_vec.config import ConfigError, load_config, make
 from marl_vec.episode import AutoresetMode
 from marl_vec.errors import PoolNotReadyError, SetupError
 from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
@@ -46,6 +45,12 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    # The config layer (pydantic, yaml: ~6 MB) loads on first use too: a trainer that
+    # builds its VecEnv from env_fns, and every worker process it forks, never holds it.
+    if name in ("ConfigError", "load_config", "make"):
+        from marl_vec import config
+
+        return getattr(config, name)
     if name == "tune":  # the tuner loads on first use, as the backends do
         from marl_vec.tuner import tune
 

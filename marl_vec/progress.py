@@ -20,7 +20,6 @@ import sys
 import time
 from typing import Any, TextIO
 
-from tqdm.auto import tqdm
 
 PLAIN_LINES = 4  # plain lines per run (one at each quarter), besides the time-based ones
 PLAIN_MAX_SILENCE = 60.0  # seconds: a long run still shows it is alive
@@ -45,6 +44,8 @@ class Progress:
             return
         isatty = getattr(self.stream, "isatty", None)
         if callable(isatty) and isatty():
+            from tqdm.auto import tqdm  # on first use: it loads asyncio (~4 MB), which workers never need
+
             self._bar = tqdm(total=total, unit=unit, desc=label, leave=False, file=self.stream)
         else:
             self._plain = True
