@@ -139,7 +139,10 @@ def cpu_report(title: str, makers: list[Callable[[], Candidate]], steps: int) ->
         except ImportError:
             continue
         plain = plain if plain is not None else total
-        critical = main + max(busiest, (total - main) / cores)
+        if "+ main" in candidate.name:  # this process steps a block beside the workers: in parallel
+            critical = max(main, busiest, total / cores)
+        else:
+            critical = main + max(busiest, (total - main) / cores)
         estimate = plain / critical if critical > 0 else float("nan")
         lines.append(f"  {candidate.name:<28} {main * 1e3:8.2f} {busiest * 1e3:8.2f} {total * 1e3:8.2f}   {estimate:5.2f}x")
     print("\n".join(lines), flush=True)
@@ -172,32 +175,84 @@ def subproc(fns: list, workers: int = 2, **kwargs: Any) -> Callable[[], mv.VecEn
     return lambda: mv.SubprocVecEnv(fns, num_workers=workers, **kwargs)
 
 
+def process_candidates(fns: list, actions: np.ndarray) -> list[Candidate]:
+    """SubprocVecEnv as 2 workers and as 1 worker + this process (``step_in_main``), each
+    with its defaults and lean (``copy=False, validate=False``)."""
+    lean = {"copy": False, "validate": False}
+    return [
+        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc(fns), actions),
+        marl_vec_candidate("SubprocVecEnv lean", subproc(fns, **lean), actions),
+        marl_vec_candidate("1 worker + main", subproc(fns, 1, step_in_main=True), actions),
+        marl_vec_candidate("1 worker + main, lean", subproc(fns, 1, step_in_main=True, **lean), actions),
+    ]
+
+
+def measure_rounds(cases: list[Candidate], num_envs: int, seconds: float, rounds: int = 7) -> dict[str, list[float]]:
+    """Interleaved rounds (each candidate in turn, every round); env-steps/s of each round.
+
+    Also sets each candidate's ``best`` (its fastest round), as ``benchmark.measure`` does."""
+    runners = [(c, c.setup()) for c in cases]
+    rates: dict[str, list[float]] = {c.name: [] for c in cases}
+    try:
+        for _, run in runners:
+            run(5)  # warm-up: first resets, caches
+        for _ in range(rounds):
+            for c, run in runners:
+                steps, start = 0, time.perf_counter()
+                while True:
+                    run(10)
+                    steps += 10
+                    elapsed = time.perf_counter() - start
+                    if elapsed >= seconds / rounds:
+                        break
+                rates[c.name].append(steps * num_envs / elapsed)
+                c.best = max(c.best, rates[c.name][-1])
+    finally:
+        for c, _ in runners:
+            if c.teardown:
+                c.teardown()
+    return rates
+
+
+def report_rounds(title: str, rates: dict[str, list[float]], baseline: str = "plain loop") -> list[str]:
+    """Median env-steps/s, the median of the per-round ratios to ``baseline`` and their spread."""
+    base = rates[baseline]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [f"{title} ({len(base)} interleaved rounds; load average {load:.2f}; ratio: median [min-max] of rounds)"]
+    for name, rs in rates.items():
+        ratios = sorted(r / b for r, b in zip(rs, base))
+        lines.append(f"  {name:<28} {float(np.median(rs)):>12,.0f} env-steps/s   {float(np.median(ratios)):5.2f}x "
+                     f"[{ratios[0]:.2f}-{ratios[-1]:.2f}]")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 # -- cases ---------------------------------------------------------------------
 
-def simple_spread(seconds: float, lines: list[str]) -> None:
+def simple_spread(seconds: float, lines: list[str], sizes: tuple[int, ...] = (8, 32)) -> None:
     from mpe2 import simple_spread_v3
 
-    n = 32
     spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
-    actions = np.random.default_rng(0).integers(1, 5, size=(256, n, 3))
-    cases = [
-        plain_parallel_loop(spread, n, actions),
-        marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
-        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
-        marl_vec_candidate("SubprocVecEnv lean", subproc([spread] * n, copy=False, validate=False), actions),
-    ]
-    try:
-        cases.append(supersuit_concat(spread, n, actions))
-    except ImportError as exc:
-        print(f"  (SuperSuit not installed: {exc}; pip install supersuit)", flush=True)
-    measure(cases, n, seconds)
-    lines += report(f"mpe2 simple_spread x {n}", cases)
-    lines += cpu_report(f"mpe2 simple_spread x {n}", [
-        lambda: plain_parallel_loop(spread, n, actions),
-        lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
-        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
-        lambda: supersuit_concat(spread, n, actions),
-    ], steps=max(20, int(30 * seconds)))
+    for n in sizes:
+        actions = np.random.default_rng(0).integers(1, 5, size=(256, n, 3))
+        fns = [spread] * n
+        cases = [
+            plain_parallel_loop(spread, n, actions),
+            marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv(fns), actions),
+            *process_candidates(fns, actions),
+        ]
+        try:
+            cases.append(supersuit_concat(spread, n, actions))
+        except ImportError as exc:
+            print(f"  (SuperSuit not installed: {exc}; pip install supersuit)", flush=True)
+        lines += report_rounds(f"mpe2 simple_spread x {n}", measure_rounds(cases, n, seconds))
+        lines += cpu_report(f"mpe2 simple_spread x {n}", [
+            lambda: plain_parallel_loop(spread, n, actions),
+            lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv(fns), actions),
+            *[functools.partial(lambda c: c, c) for c in process_candidates(fns, actions)],
+            lambda: supersuit_concat(spread, n, actions),
+        ], steps=max(20, int(30 * seconds * 32 / n)))
+    n = sizes[-1]
 
     # Memory: each candidate alone in a fresh interpreter, so that neither another
     # candidate nor this benchmark's own imports count in its tree's PSS.
@@ -213,7 +268,8 @@ def simple_spread(seconds: float, lines: list[str]) -> None:
     lines += mem
 
 
-MEMORY_CANDIDATES = ("plain loop", "DummyVecEnv", "SubprocVecEnv (2 workers)", "SuperSuit concat (2 procs)")
+MEMORY_CANDIDATES = ("plain loop", "DummyVecEnv", "SubprocVecEnv (2 workers)", "1 worker + main",
+                     "SuperSuit concat (2 procs)")
 
 
 def memory_of(name: str, n: int) -> float:
@@ -226,6 +282,8 @@ def memory_of(name: str, n: int) -> float:
         "plain loop": lambda: plain_parallel_loop(spread, n, actions),
         "DummyVecEnv": lambda: marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread] * n), actions),
         "SubprocVecEnv (2 workers)": lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([spread] * n), actions),
+        "1 worker + main": lambda: marl_vec_candidate("1 worker + main", subproc([spread] * n, 1, step_in_main=True),
+                                                      actions),
         "SuperSuit concat (2 procs)": lambda: supersuit_concat(spread, n, actions),
     }[name]
     _, pss = alone(make())
@@ -240,16 +298,14 @@ def cartpole(seconds: float, lines: list[str]) -> None:
     actions = np.random.default_rng(0).integers(0, 2, size=(256, n, 1))
     cases = [
         plain_gym_loop(make, n, actions),
-        marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([make] * n), actions),
-        marl_vec_candidate("SubprocVecEnv lean", subproc([make] * n, copy=False, validate=False), actions),
+        marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([make] * n), actions),
+        *process_candidates([make] * n, actions),
         gym_async(make, n, actions),
     ]
-    measure(cases, n, seconds)
-    lines += report(f"CartPole-v1 x {n}", cases)
+    lines += report_rounds(f"CartPole-v1 x {n}", measure_rounds(cases, n, seconds))
     lines += cpu_report(f"CartPole-v1 x {n}", [
         lambda: plain_gym_loop(make, n, actions),
-        lambda: marl_vec_candidate("SubprocVecEnv (2 workers)", subproc([make] * n), actions),
-        lambda: marl_vec_candidate("SubprocVecEnv lean", subproc([make] * n, copy=False, validate=False), actions),
+        *[functools.partial(lambda c: c, c) for c in process_candidates([make] * n, actions)],
         lambda: gym_async(make, n, actions),
     ], steps=max(100, int(300 * seconds)))
 
