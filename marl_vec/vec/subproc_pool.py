@@ -51,16 +51,7 @@ class SubprocPool:
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         # select.poll directly, one poller per set of workers in flight (kept until a worker
         # is replaced): multiprocessing's wait() builds a selector per call (~10x dearer).
-        key = tuple(flying)
-        made = self._pool_pollers.get(key)
-        if made is None:
-            poller, fds = select.poll(), {}
-            for w in flying:
-                for fd, is_conn in ((self._conns[w].fileno(), True), (self._procs[w].sentinel, False)):
-                    poller.register(fd, select.POLLIN)
-                    fds[fd] = (w, is_conn)
-            made = self._pool_pollers[key] = (poller, fds)
-        poller, fds = made
+        poller, fds = self._poller(flying)
         events = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
         answered, readable = set(), self._pool_readable
         readable.clear()  # only this poll's word counts: a pipe read in full must not be read again
@@ -70,6 +61,20 @@ class SubprocPool:
             if is_conn:
                 readable.add(w)
         return [w for w in flying if w in answered]
+
+    def _poller(self, workers: list[int]) -> tuple[Any, dict[int, tuple[int, bool]]]:
+        """A ``select.poll`` over the pipes and sentinels of ``workers`` (kept per set of
+        workers until one is replaced), and fd -> (worker, is its pipe)."""
+        key = tuple(workers)
+        made = self._pool_pollers.get(key)
+        if made is None:
+            poller, fds = select.poll(), {}
+            for w in workers:
+                for fd, is_conn in ((self._conns[w].fileno(), True), (self._procs[w].sentinel, False)):
+                    poller.register(fd, select.POLLIN)
+                    fds[fd] = (w, is_conn)
+            made = self._pool_pollers[key] = (poller, fds)
+        return made
 
     def _pool_answer(self, w: int) -> None:
         """Every answer worker w has sent, read in one go (:meth:`AsyncPool._pool_read`); a
