@@ -126,6 +126,10 @@ class BatchBuffers:
         shared: put every array in one shared-memory block (``self.shm_name``).
         attach: name of an existing block to attach to instead of allocating
             (a worker process); ``shared`` is implied.
+        tracked: register a block this process creates with multiprocessing's resource
+            tracker, which unlinks it if this process is killed. That tracker is a
+            process of its own (about 7 MB); a SubprocVecEnv whose forked workers
+            unlink the block when their parent vanishes (:func:`unlink_block`) passes False.
     """
 
     actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
@@ -143,7 +147,8 @@ class BatchBuffers:
     avail_actions: np.ndarray | None
     final_avail_actions: np.ndarray | None
 
-    def __init__(self, spec: EnvSpec, num_envs: int, shared: bool = False, attach: str | None = None):
+    def __init__(self, spec: EnvSpec, num_envs: int, shared: bool = False, attach: str | None = None,
+                 tracked: bool = True):
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.spec = spec
@@ -151,11 +156,12 @@ class BatchBuffers:
         self.layout = buffer_layout(spec, num_envs)
         self._shm: shared_memory.SharedMemory | None = None
         self._owner = False
+        self._tracked = tracked
         offsets, total = _layout_offsets(self.layout)
         if attach is not None:
-            self._shm = _attach_untracked(attach)
+            self._shm = _untracked(name=attach)
         elif shared:
-            self._shm = _SharedBlock(create=True, size=total)
+            self._shm = _SharedBlock(create=True, size=total) if tracked else _untracked(create=True, size=total)
             self._owner = True
         self.avail_actions = None
         self.final_avail_actions = None
@@ -296,7 +302,9 @@ class BatchBuffers:
             setattr(self, name, None)
         self._arrays = {}
         self._rows = []
-        if self._owner:
+        if self._owner and not self._tracked:  # unregistering would start the tracker
+            unlink_block(shm.name)
+        elif self._owner:
             try:
                 shm.unlink()
             except FileNotFoundError:
@@ -331,8 +339,19 @@ def _unmap(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
-def _attach_untracked(name: str) -> shared_memory.SharedMemory:
-    """Attach to block ``name`` without telling the resource tracker.
+def unlink_block(name: str) -> None:
+    """Remove block ``name`` from /dev/shm (if still there) without the resource tracker:
+    what a worker does when its parent vanished without closing (killed), for a block
+    made with ``tracked=False``. Processes that map it keep their mapping."""
+    try:
+        shared_memory._posixshmem.shm_unlink("/" + name.lstrip("/"))  # type: ignore[attr-defined]
+    except (FileNotFoundError, AttributeError):  # gone already; or no POSIX shm here (Windows)
+        pass
+
+
+def _untracked(**kwargs: Any) -> shared_memory.SharedMemory:
+    """Attach to (``name=``) or create (``create=True, size=``) a block without telling
+    the resource tracker.
 
     The creating process owns the block. Worker processes (fork, spawn and
     forkserver alike) share their parent's resource tracker, so a worker that
@@ -342,7 +361,7 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     So the attach is never registered at all.
     """
     try:
-        return _SharedBlock(name=name, track=False)  # type: ignore[call-arg]  # Python >= 3.13
+        return _SharedBlock(track=False, **kwargs)  # type: ignore[call-arg]  # Python >= 3.13
     except TypeError:
         pass
     register = resource_tracker.register
@@ -353,6 +372,6 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
 
     resource_tracker.register = register_all_but_shm  # type: ignore[assignment]
     try:
-        return _SharedBlock(name=name)
+        return _SharedBlock(**kwargs)
     finally:
         resource_tracker.register = register  # type: ignore[assignment]

@@ -173,7 +173,9 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             replies = self._collect("start", range(num_workers + local), start_timeout)
             spec = self._check_specs(replies)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
-            self.buffers = BatchBuffers(self.spec, num_envs, shared=True)
+            # Forked workers unlink the block if this process is killed (worker_main): no
+            # resource tracker process (~7 MB) needed. Other start methods run one anyway.
+            self.buffers = BatchBuffers(self.spec, num_envs, shared=True, tracked=method != "fork")
             self._buffers_holder.append(self.buffers)
             self._object_actions = self.buffers.object_actions
             # The workers lay out the block from the same spec (reward dtype included).

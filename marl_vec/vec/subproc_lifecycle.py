@@ -147,11 +147,11 @@ class SubprocLifecycle:
         self._pool_pollers.clear()  # its pipe and sentinel are new
         self._pool_readable.discard(w)
         restarts = self.worker_restarts[w]
-        self._conns[w].close()
         old = self._procs[w]
-        if old.is_alive():  # its pipe broke, yet it lingers
-            old.kill()
+        if old.is_alive():  # its pipe broke, yet it lingers; killed before its pipe closes, or
+            old.kill()      # it would read EOF, take us for dead and unlink the shared block
             old.join(2.0)
+        self._conns[w].close()
         old.close()  # frees its sentinel
         start, stop = self._blocks[w]
         try:

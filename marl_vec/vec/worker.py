@@ -165,8 +165,13 @@ def worker_main(
         group, buffers = attached
         serve(conn, group, start)
     except (EOFError, OSError, KeyboardInterrupt):
-        # The parent is gone (or killed us politely): nothing to answer to.
-        pass
+        # The parent is gone (or killed us politely): nothing to answer to. A parent that
+        # closes unlinks the block itself; one that was killed cannot (a forked batch's
+        # block is not in the resource tracker's care), so the workers do.
+        if environ is None and buffers is not None and buffers.shm_name:  # forked (see SubprocVecEnv)
+            from marl_vec.buffers import unlink_block
+
+            unlink_block(buffers.shm_name)
     finally:
         release(group, buffers)
 
