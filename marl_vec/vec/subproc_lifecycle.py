@@ -99,6 +99,8 @@ class SubprocLifecycle:
         block: Any = self._env_fns[start:stop]
         if method != "fork":
             block = _pickle_env_fns(block, start, method)
+        if method == "forkserver":
+            _preload_forkserver()
         parent, child = ctx.Pipe(duplex=True)
         if w < len(self._conns):
             self._conns[w] = parent
@@ -167,6 +169,22 @@ class SubprocLifecycle:
             raise self._broken from exc
         self.worker_pids[w] = self._procs[w].pid
         return restarts
+
+
+# What every worker imports before building its envs: preloaded once by the fork server
+# (if it is not running yet), its workers share these pages instead of importing them each.
+WORKER_MODULES = ("marl_vec.vec.worker", "marl_vec.group", "marl_vec.buffers", "marl_vec.envs.registry", "cloudpickle")
+
+
+def _preload_forkserver() -> None:
+    """Add :data:`WORKER_MODULES` to the fork server's preload list (keeping the caller's)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    preload = getattr(server, "_preload_modules", None)
+    if not isinstance(preload, list) or all(m in preload for m in WORKER_MODULES):
+        return
+    forkserver.set_forkserver_preload(preload + [m for m in WORKER_MODULES if m not in preload])
 
 
 def _pickle_env_fns(block: list, start: int, method: str) -> bytes:
