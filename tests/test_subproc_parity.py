@@ -62,13 +62,15 @@ def random_available(result: mv.StepResult, rng: np.random.Generator) -> np.ndar
     return scores.argmax(axis=2).astype(np.int64)
 
 
-def run_both(env_fn, num_envs, steps, autoreset="same_step", num_workers=2, start_method=None, seed=11):
-    """Step a DummyVecEnv and a SubprocVecEnv side by side with the same actions; compare every result."""
+def run_both(env_fn, num_envs, steps, autoreset="same_step", num_workers=2, start_method=None, seed=11, **kwargs):
+    """Step a DummyVecEnv and a SubprocVecEnv side by side with the same actions; compare every result.
+    ``kwargs`` go to the SubprocVecEnv (``step_in_main=True``, ...)."""
     fns = [env_fn] * num_envs
     rng = np.random.default_rng(seed)
     with mv.DummyVecEnv(fns, env_seed=seed, autoreset=autoreset) as dummy, \
             SubprocVecEnv(fns, env_seed=seed, autoreset=autoreset, num_workers=num_workers,
-                          start_method=start_method) as sub:
+                          start_method=start_method, **kwargs) as sub:
+        assert sub.num_workers == num_workers and len(sub.worker_pids) == num_workers
         a, b = dummy.reset(), sub.reset()
         assert_same_result(a, b, "reset")
         episodes = 0

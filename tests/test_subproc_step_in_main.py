@@ -16,31 +16,13 @@ import marl_vec as mv
 from marl_vec.errors import WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv, SlowRecordingEnv
-from tests.test_subproc_parity import MODES, assert_same_result, cartpole, dying, random_available, spread
+from tests import test_subproc_parity as parity
+from tests.test_subproc_parity import MODES, cartpole, dying, random_available, spread
 
 
-def run_both(env_fn, num_envs, steps, autoreset="same_step", num_workers=1, seed=11, **kwargs):
+def run_both(env_fn, num_envs, steps, autoreset="same_step", num_workers=1, **kwargs):
     """A DummyVecEnv and a SubprocVecEnv(step_in_main=True) side by side; every result equal."""
-    fns = [env_fn] * num_envs
-    rng = np.random.default_rng(seed)
-    with mv.DummyVecEnv(fns, env_seed=seed, autoreset=autoreset) as dummy, \
-            SubprocVecEnv(fns, env_seed=seed, autoreset=autoreset, num_workers=num_workers, step_in_main=True,
-                          **kwargs) as sub:
-        assert sub.step_in_main and len(sub.worker_pids) == num_workers
-        a, b = dummy.reset(), sub.reset()
-        assert_same_result(a, b, "reset")
-        episodes = 0
-        for t in range(steps):
-            if autoreset == "disabled" and a.done.any():
-                ids = np.flatnonzero(a.done).tolist()
-                a, b = dummy.reset(env_ids=ids), sub.reset(env_ids=ids)
-                assert_same_result(a, b, f"reset(env_ids={ids})")
-            actions = random_available(a, rng)
-            a, b = dummy.step(actions), sub.step(actions)
-            assert_same_result(a, b, f"step {t} ({autoreset})")
-            episodes += int(a.done.sum())
-        assert dummy.episode_statistics() == sub.episode_statistics()
-    return episodes
+    return parity.run_both(env_fn, num_envs, steps, autoreset, num_workers, step_in_main=True, **kwargs)
 
 
 @pytest.mark.parametrize("autoreset", MODES)
