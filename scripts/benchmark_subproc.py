@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import importlib.util
 import os
 import subprocess
@@ -141,6 +142,7 @@ def cpu_profiles(cases: list[Candidate], steps: int, rounds: int = 5) -> list[tu
         for case, _, _ in built:
             if case.teardown:
                 case.teardown()
+        gc.collect()
     out = []
     for used in best:
         children = [u for u in used[1:] if u != float("inf")]
@@ -233,6 +235,7 @@ def measure_rounds(cases: list[Candidate], num_envs: int, seconds: float, rounds
         for c, _ in runners:
             if c.teardown:
                 c.teardown()
+        gc.collect()  # or workers forked later inherit the garbage (SuperSuit's __del__ then fails in them)
     return rates
 
 
