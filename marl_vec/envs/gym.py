@@ -209,9 +209,11 @@ class _GymGroupStepper(GroupStepper):
         actions: Any = self._action_column if self._by_column else self._action_rows
         j = first
         try:
-            for j in range(first, stop):
-                obs, rewards[j], terminated[j], truncated[j], infos[j] = env_steps[j](actions[j])
-                obs_views[j][...] = obs
+            # zip: one iterator step per env instead of three list lookups by index.
+            for j, env_step, obs_view, action in zip(range(first, stop), env_steps[first:stop],
+                                                     obs_views[first:stop], actions[first:stop]):
+                obs, rewards[j], terminated[j], truncated[j], infos[j] = env_step(action)
+                obs_view[...] = obs
             j = stop
         except Exception:
             self.failed_at = j

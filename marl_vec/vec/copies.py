@@ -139,11 +139,14 @@ def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarra
     """A function giving :func:`fresh_zeros` like each of ``arrays`` (None stays None) at once.
 
     The large ones share one memory map, each its own page-aligned part (they share no
-    memory): one map and one unmap per call, not one per array, on every step where
-    no env finished (``final_obs`` and ``final_state`` of pixel observations).
+    memory). A map whose arrays the caller has dropped (as :class:`Recycler` sees it) is
+    used again, its pages handed back to the kernel (``madvise(MADV_DONTNEED)``: they
+    read as zeros again and cost nothing until touched). A new map and its unmapping
+    cost 20 us a step, and unmapping interrupts every thread of the process (a native
+    engine's workers) to flush their address translations; this costs 1-2 us.
     """
     large = [a is not None and a.nbytes >= LARGE and not a.dtype.hasobject for a in arrays]
-    if sum(large) < 2:
+    if not any(large):
         makers = [None if a is None else zeros_maker(a.shape, a.dtype) for a in arrays]
         return lambda: [None if make is None else make() for make in makers]
     page = mmap.PAGESIZE
@@ -153,12 +156,50 @@ def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarra
             assert a is not None
             parts.append((offset, a.shape, a.dtype))
             offset += -(-a.nbytes // page) * page
-    total = offset
+    maps = _ZeroMaps(parts, offset)
     small = [None if a is None or big else zeros_maker(a.shape, a.dtype) for a, big in zip(arrays, large)]
 
     def make() -> list[np.ndarray | None]:
-        shared = mmap.mmap(-1, total)
-        mapped = iter([np.frombuffer(shared, dtype, math.prod(shape), start).reshape(shape)
-                       for start, shape, dtype in parts])
+        mapped = iter(maps.take())
         return [next(mapped) if big else (None if maker is None else maker()) for big, maker in zip(large, small)]
     return make
+
+
+class _ZeroMaps:
+    """Memory maps of zeros, each holding one array per part, reused once the caller
+    has dropped all of a map's arrays.
+
+    Args:
+        parts: (byte offset, shape, dtype) of each array in a map.
+        total: a map's size in bytes (a whole number of pages).
+        depth: maps kept for reuse (as :class:`Recycler`'s ``depth``).
+    """
+
+    def __init__(self, parts: list[tuple[int, tuple[int, ...], np.dtype]], total: int, depth: int = 3):
+        self.parts, self.total, self.depth = parts, total, depth
+        self._held: list[tuple[mmap.mmap, list[np.ndarray]]] = []
+
+    def take(self) -> list[np.ndarray]:
+        """Zero arrays, one per part, sharing memory with no array the caller can reach."""
+        held = self._held
+        for shared, arrays in held:
+            if all(sys.getrefcount(arrays[k]) <= _UNHELD for k in range(len(arrays))):
+                if _DONTNEED is None:
+                    for k in range(len(arrays)):
+                        arrays[k].fill(0)
+                else:
+                    shared.madvise(_DONTNEED)  # untouched pages: nearly free; written ones read as zeros again
+                return arrays
+        shared = mmap.mmap(-1, self.total, **_PRIVATE)  # private: MADV_DONTNEED zeroes it (a shared one keeps its data)
+        arrays = [np.frombuffer(shared, dtype, math.prod(shape), start).reshape(shape)
+                  for start, shape, dtype in self.parts]
+        if len(held) >= self.depth:
+            del held[0]
+        held.append((shared, arrays))
+        return arrays
+
+
+# Linux drops a private anonymous map's pages on MADV_DONTNEED: they read as zeros again.
+# Elsewhere (macOS) it is only advice, so the arrays are cleared by hand.
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None) if sys.platform.startswith("linux") else None
+_PRIVATE: dict[str, int] = {"flags": mmap.MAP_PRIVATE} if _DONTNEED is not None else {}
