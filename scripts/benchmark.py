@@ -6,8 +6,8 @@
     python scripts/benchmark.py --seconds 2     # longer, steadier measurements
 
 The machines are shared and noisy, so each case runs its candidates in turns
-(round-robin, several rounds) and keeps each one's best round; only ratios
-within one run are meaningful. Other suites live beside this file as
+(round-robin, several rounds) and reports the median over the rounds and the
+spread of the per-round ratios; only ratios within one run are meaningful. Other suites live beside this file as
 ``benchmark_<suite>.py`` with a ``main(argv)``.
 
 Core suite: CartPole with 1, 8 and 64 envs (plain loop, gymnasium SyncVectorEnv,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,11 +46,13 @@ class Candidate:
         self.name, self.setup = name, setup
         self.teardown: Callable[[], object] | None = None
         self.best = 0.0
+        self.rates: list[float] = []  # env-steps/s of each round
 
 
 def measure(cases: list[Candidate], num_envs: int, seconds: float, rounds: int = 5,
             clock: Callable[[], float] = time.perf_counter) -> None:
-    """Round-robin ``rounds`` times; each candidate keeps its best env-steps/s.
+    """Round-robin ``rounds`` times; each candidate keeps each round's env-steps/s
+    (``rates``) and its best.
 
     ``clock``: wall time by default. Candidates that run wholly in this process
     may pass ``time.process_time``: CPU time is not inflated by other programs
@@ -58,8 +61,10 @@ def measure(cases: list[Candidate], num_envs: int, seconds: float, rounds: int =
     runners = [(c, c.setup()) for c in cases]
     for c, run in runners:
         run(5)  # warm-up: first resets, caches
-    for _ in range(rounds):
-        for c, run in runners:
+    for r in range(rounds):
+        # Every candidate once per round, in reverse order every other round, so that a
+        # load that drifts during a round favours none.
+        for c, run in runners if r % 2 == 0 else runners[::-1]:
             steps, start = 0, clock()
             while True:
                 run(20)
@@ -67,17 +72,22 @@ def measure(cases: list[Candidate], num_envs: int, seconds: float, rounds: int =
                 elapsed = clock() - start
                 if elapsed >= seconds / rounds:
                     break
-            c.best = max(c.best, steps * num_envs / elapsed)
+            c.rates.append(steps * num_envs / elapsed)
+            c.best = max(c.best, c.rates[-1])
     for c, _ in runners:
         if c.teardown:
             c.teardown()
 
 
 def report(title: str, cases: list[Candidate], baseline: str = "plain loop") -> list[str]:
-    base = next(c.best for c in cases if c.name == baseline)
-    lines = [title]
+    """Each candidate's median env-steps/s over the rounds, and its ratio to the baseline
+    within each round (the load a round saw is shared): the median and the spread."""
+    base = next(c for c in cases if c.name == baseline)
+    lines = [f"{title}   (load {os.getloadavg()[0]:.2f}; ratio: median of {len(base.rates)} rounds [min-max])"]
     for c in cases:
-        lines.append(f"  {c.name:<28} {c.best:>12,.0f} env-steps/s   {c.best / base:5.2f}x")
+        ratios = np.array(c.rates) / np.array(base.rates)
+        lines.append(f"  {c.name:<28} {np.median(c.rates):>12,.0f} env-steps/s   {np.median(ratios):5.3f}x "
+                     f"[{ratios.min():.2f}-{ratios.max():.2f}]")
     print("\n".join(lines), flush=True)
     return lines
 
@@ -164,7 +174,7 @@ def marl_vec_candidate(name: str, make_venv: Callable[[], mv.VecEnv], actions: n
 
 # -- the core suite ------------------------------------------------------------
 
-def core(seconds: float) -> list[str]:
+def core(seconds: float, rounds: int = 5) -> list[str]:
     import functools
 
     import gymnasium as gym
@@ -181,7 +191,7 @@ def core(seconds: float) -> list[str]:
             marl_vec_candidate("DummyVecEnv", lambda n=n: mv.DummyVecEnv([cartpole] * n), actions),
             marl_vec_candidate("DummyVecEnv lean", lambda n=n: mv.DummyVecEnv([cartpole] * n, copy=False, validate=False), actions),
         ]
-        measure(cases, n, seconds, clock=CLOCK)
+        measure(cases, n, seconds, rounds, clock=CLOCK)
         lines += report(f"CartPole-v1 x {n}", cases)
     spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
     for n in (1, 8, 32):
@@ -191,14 +201,14 @@ def core(seconds: float) -> list[str]:
             marl_vec_candidate("DummyVecEnv", lambda n=n: mv.DummyVecEnv([spread] * n), actions),
             marl_vec_candidate("DummyVecEnv lean", lambda n=n: mv.DummyVecEnv([spread] * n, copy=False, validate=False), actions),
         ]
-        measure(cases, n, seconds, clock=CLOCK)
+        measure(cases, n, seconds, rounds, clock=CLOCK)
         lines += report(f"mpe2 simple_spread x {n}", cases)
     return lines
 
 
-def run_suite(name: str, seconds: float) -> None:
+def run_suite(name: str, seconds: float, rounds: int = 5) -> None:
     if name == "core":
-        core(seconds)
+        core(seconds, rounds)
         return
     path = HERE / f"benchmark_{name}.py"
     if not path.exists():
@@ -217,14 +227,15 @@ def run_suite(name: str, seconds: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", choices=(*SUITES, "all"), default="core")
-    parser.add_argument("--seconds", type=float, default=1.5, help="time per candidate per case (split over 5 rounds)")
+    parser.add_argument("--seconds", type=float, default=1.5, help="time per candidate per case (split over the rounds)")
+    parser.add_argument("--rounds", type=int, default=5, help="core suite: interleaved rounds per case")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="core suite only: cpu measures this process's CPU time, steadier on a busy machine")
     args = parser.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     for name in SUITES if args.suite == "all" else (args.suite,):
-        run_suite(name, args.seconds)
+        run_suite(name, args.seconds, args.rounds)
 
 
 if __name__ == "__main__":
