@@ -86,6 +86,8 @@ class VecConfig(_Strict):
     batch_size: Optional[int] = Field(default=None, ge=1)
     # subproc: this process steps the last block while the workers step theirs (no async pool).
     step_in_main: bool = False
+    # subproc: microseconds a worker polls for the next command before it sleeps (0: off).
+    spin_us: float = Field(default=0.0, ge=0, le=1e6)
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -227,6 +229,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
                                          ("batch_size", vec.batch_size)) if v is not None})
         if vec.step_in_main:
             kwargs["step_in_main"] = True
+        if vec.spin_us:
+            kwargs["spin_us"] = vec.spin_us
     elif vec.backend == "ray":
         ray_config = vec.ray.model_dump()
         if vec.batch_size is not None:
@@ -248,6 +252,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
             raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc and ray backends, not to backend {vec.backend!r}")
     if vec.step_in_main and vec.backend != "subproc":
         raise ConfigError(f"vec.step_in_main applies to the subproc backend, not to backend {vec.backend!r}")
+    if vec.spin_us and vec.backend != "subproc":
+        raise ConfigError(f"vec.spin_us applies to the subproc backend, not to backend {vec.backend!r}")
     return kwargs
 
 

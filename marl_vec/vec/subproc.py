@@ -93,6 +93,11 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             step theirs (``num_workers + 1`` blocks; default ``num_workers``: usable cores
             - 1), see :mod:`marl_vec.vec.subproc_local`. Same results, one process fewer;
             the async pool (``send``/``recv``) then is not available.
+        spin_us: microseconds a worker keeps polling its pipe after each answer
+            before it sleeps (default 0: it sleeps at once). On cheap envs a fast
+            trainer's next command then finds it awake, which saves the kernel's
+            wake-up; the cost is up to that much CPU a step per worker, so use it
+            where each worker has a core of its own (see docs/backends/subproc.md).
     """
 
 
@@ -113,9 +118,12 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         reward_dtype: str | None = None,
         batch_size: int | None = None,
         step_in_main: bool = False,
+        spin_us: float = 0.0,
     ):
         env_fns, mode = check_backend_args("SubprocVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         num_envs = len(env_fns)
+        if isinstance(spin_us, bool) or not isinstance(spin_us, (int, float)) or not 0 <= spin_us <= 1e6:
+            raise ValueError(f"spin_us must be a number of microseconds in [0, 1e6] (0: off), got {spin_us!r}")
         if not isinstance(step_in_main, bool):
             raise ValueError(f"step_in_main must be True or False, got {step_in_main!r}")
         local = int(step_in_main)  # blocks beyond the workers'
@@ -146,6 +154,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self._env_fns, self._mode, self._env_seed = env_fns, mode, env_seed
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
         self.step_in_main = step_in_main
+        self._spin = float(spin_us) * 1e-6
         self.worker_restarts = [0] * (num_workers + local)  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers + local)  # the main process's block last
         self._init_pool(batch_size, num_envs, self._blocks)

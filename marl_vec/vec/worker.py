@@ -32,6 +32,7 @@ import os
 import pickle
 import signal
 import struct
+import time
 import traceback
 from array import array
 from typing import Any, Sequence
@@ -125,6 +126,7 @@ def worker_main(
     restart_on_error: int,
     inherited: Sequence[Any] = (),
     environ: dict[str, str] | None = None,
+    spin: float = 0.0,
 ) -> None:
     """Entry point of a worker process (also under spawn: importable, arguments picklable).
 
@@ -141,6 +143,7 @@ def worker_main(
         environ: the parent's environment variables when it made this worker. A
             forkserver child inherits the server's, fixed when the server started,
             so a variable set later (SC2PATH, say) would be missing without this.
+        spin: seconds to poll for the next command before sleeping (see :func:`serve`).
     """
     for other in inherited:
         other.close()
@@ -163,7 +166,7 @@ def worker_main(
         if attached is None:
             return
         group, buffers = attached
-        serve(conn, group, start)
+        serve(conn, group, start, spin)
     except (EOFError, OSError, KeyboardInterrupt):
         # The parent is gone (or killed us politely): nothing to answer to. A parent that
         # closes unlinks the block itself; one that was killed cannot (a forked batch's
@@ -258,15 +261,27 @@ def _close_all(adapters: list) -> None:
             pass
 
 
-def serve(conn: Any, group: Any, start: int) -> None:
+def serve(conn: Any, group: Any, start: int, spin: float = 0.0) -> None:
     """Answer commands on ``conn`` with ``group`` until ``close``; EOFError when the other end goes.
 
     Shared by worker processes and by Ray actors linked to their driver over a socket.
+    ``spin``: seconds to poll the pipe after each answer before sleeping in ``recv``
+    (SubprocVecEnv's ``spin_us``): the next command of a fast trainer then finds the
+    worker awake, which saves the kernel's wake-up (tens of microseconds a step).
     """
     recv, send = conn.recv_bytes, conn.send_bytes
     objects = bool(group.buffers.object_fields)
-    while handle(recv(), send, group, start, objects):
-        pass
+    if spin <= 0:
+        while handle(recv(), send, group, start, objects):
+            pass
+        return
+    poll, clock = conn.poll, time.perf_counter
+    while True:
+        until = clock() + spin
+        while not poll() and clock() < until:
+            pass
+        if not handle(recv(), send, group, start, objects):
+            return
 
 
 def handle(data: bytes, send: Any, group: Any, start: int, objects: bool) -> bool:
