@@ -115,6 +115,57 @@ def test_large_copies_reuse_only_memory_nobody_references(backend):
         assert again.obs is obs() and again.state is state()
 
 
+class _Pixels(gym.Env):
+    """Never ends; 16 KB observations, so that 8 envs' final_obs are large zeros."""
+
+    observation_space = gym.spaces.Box(0, 1, (64, 64), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.ones((64, 64), np.float32), {}
+
+    def step(self, action):
+        return np.ones((64, 64), np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_final_zeros_kept_through_a_view_are_never_handed_out_again(backend):
+    """The zeros of final_obs where nothing finished come from reused maps; a slice or a
+    memoryview of one that the caller keeps pins it (a slice of a reshaped flat view
+    once did not: later results' final_obs shared its memory and showed its writes)."""
+    from marl_vec.vec.copies import LARGE
+
+    actions = np.zeros((8, 1), np.int64)
+    with mv.make_vec([_Pixels] * 8, backend=backend) as venv:
+        venv.reset()
+        r = venv.step(actions)
+        assert r.final_obs.nbytes >= LARGE and not r.done.any()
+        kept = r.final_obs[0][::2]
+        del r
+        for _ in range(6):
+            later = venv.step(actions)
+            kept[...] = 7
+            assert not np.shares_memory(kept, later.final_obs) and not later.final_obs.any()
+            del later
+        borrowed = memoryview(venv.step(actions).final_obs)
+        for _ in range(6):
+            later = venv.step(actions)
+            assert not np.shares_memory(np.asarray(borrowed), later.final_obs)
+        # A dropped result's zeros are used again (what makes them cheap), zeros again.
+        first = venv.step(actions)
+        address = first.final_obs.__array_interface__["data"][0]
+        first.final_obs[...] = 3
+        del first, later
+        addresses = set()
+        for _ in range(4):
+            r = venv.step(actions)
+            assert not r.final_obs.any()
+            addresses.add(r.final_obs.__array_interface__["data"][0])
+            del r
+        assert address in addresses
+
+
 def test_large_final_zeros_are_fresh_writable_and_independent():
     from marl_vec.vec.copies import LARGE, fresh_zeros
 

@@ -191,8 +191,9 @@ class _ZeroMaps:
                     shared.madvise(_DONTNEED)  # untouched pages: nearly free; written ones read as zeros again
                 return arrays
         shared = mmap.mmap(-1, self.total, **_PRIVATE)  # private: MADV_DONTNEED zeroes it (a shared one keeps its data)
-        arrays = [np.frombuffer(shared, dtype, math.prod(shape), start).reshape(shape)
-                  for start, shape, dtype in self.parts]
+        # Each array is made straight on the map (no reshape of a flat view), so that every
+        # view a caller takes of it has it as its base: the reference count then sees them.
+        arrays = [np.ndarray(shape, dtype=dtype, buffer=shared, offset=start) for start, shape, dtype in self.parts]
         if len(held) >= self.depth:
             del held[0]
         held.append((shared, arrays))
