@@ -2,7 +2,8 @@
 
 MAgent2 envs step through their engine (marl_vec/envs/magent_engine.py);
 pistonball and cooperative_pong read their screen once per step
-(marl_vec/envs/butterfly_screen.py). Here: which envs take them, which do not,
+(marl_vec/envs/butterfly_screen.py); other AEC-born parallel envs step their AEC
+env below PettingZoo's wrappers (marl_vec/envs/aec_parallel.py). Here: which envs take them, which do not,
 and that every field of every result (infos included) equals the generic
 adapter's, in every state mode, reward dtype and with copy=False, across deaths
 and episode ends. tests/test_breadth_pettingzoo.py compares both with a plain loop.
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.envs import butterfly_screen, magent_engine, pettingzoo_family
+from marl_vec.envs import aec_parallel, butterfly_screen, magent_engine, pettingzoo_family
+from marl_vec.envs.aec_parallel import AECParallelAdapter
 from marl_vec.envs.butterfly_screen import ScreenAdapter
 from marl_vec.envs.magent_engine import MAgentAdapter
 from marl_vec.envs.pettingzoo import PettingZooAdapter
@@ -72,7 +74,7 @@ def test_envs_that_change_what_the_fast_paths_replace_take_the_generic_path():
     for name in ("pistonball_v6", "cooperative_pong_v6"):
         for method in ("observe", "state"):
             env = _subclass_overriding(_butterfly(name).parallel_env(), method)
-            assert type(pettingzoo_adapter(env)) is PettingZooAdapter, (name, method)
+            assert type(pettingzoo_adapter(env)) is AECParallelAdapter, (name, method)
         env = _butterfly(name).parallel_env()
         env.render_mode = "human"  # draws to a window at every step: not reproduced
         assert not butterfly_screen.screen_path_applies(env)
@@ -83,16 +85,16 @@ def test_envs_that_change_what_the_fast_paths_replace_take_the_generic_path():
         assert not butterfly_screen.screen_path_applies(wrapped)
 
 
-def _play(fast: bool, module, env_fn, actions_of, steps: int, **venv_kwargs) -> list[dict]:
+def _play(fast: bool, env_fn, actions_of, steps: int, **venv_kwargs) -> list[dict]:
     """Every result of a run, as copies (copy=False results are views the next step
     overwrites); ``fast`` False: the fast path's check is patched to refuse."""
     def snapshot(result):
         return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in vars(result).items()}
 
     with pytest.MonkeyPatch.context() as m:
-        if not fast:
-            check = "engine_path_applies" if module is magent_engine else "screen_path_applies"
-            m.setattr(pettingzoo_family, check, lambda env: False)
+        if not fast:  # every fast path refused: the generic adapter
+            for check in ("engine_path_applies", "screen_path_applies", "aec_parallel_applies"):
+                m.setattr(pettingzoo_family, check, lambda env: False)
         with mv.DummyVecEnv([env_fn] * 2, env_seed=5, **venv_kwargs) as venv:
             adapter = venv.group.adapters[0]
             assert (type(adapter) is not PettingZooAdapter) == fast
@@ -120,6 +122,14 @@ def _uniform(venv, first, steps):
     return rng.uniform(low, high, (steps, 2, spec.n_agents, *spec.action_shape)).astype(spec.action.dtype)
 
 
+def _each_agents_own(venv, first, steps):
+    """Uniform actions; Discrete ones within each agent's own (unpadded) actions."""
+    if not venv.spec.discrete:
+        return _uniform(venv, first, steps)
+    n = first.avail_actions[0].sum(-1)  # each agent's number of actions at the start
+    return (np.random.default_rng(2).random((steps, 2, venv.spec.n_agents)) * n).astype(np.int64)
+
+
 def _assert_same_results(fast, generic):
     assert len(fast) == len(generic)
     for t, (a, b) in enumerate(zip(fast, generic)):
@@ -135,8 +145,8 @@ def _assert_same_results(fast, generic):
 @pytest.mark.parametrize("venv_kwargs", VENV_KWARGS)
 def test_magent2_engine_path_writes_what_the_generic_adapter_writes(venv_kwargs):
     env_fn = functools.partial(_magent("gather_v5").parallel_env, max_cycles=15)  # episodes of 15 steps
-    fast = _play(True, magent_engine, env_fn, _attack_biased, 35, **venv_kwargs)
-    generic = _play(False, magent_engine, env_fn, _attack_biased, 35, **venv_kwargs)
+    fast = _play(True, env_fn, _attack_biased, 35, **venv_kwargs)
+    generic = _play(False, env_fn, _attack_biased, 35, **venv_kwargs)
     assert any(r["done"].any() for r in fast), "an episode ended"
     assert any((~r["agent_mask"] & ~r["done"][:, None]).any() for r in fast), "agents died"
     _assert_same_results(fast, generic)
@@ -148,7 +158,103 @@ def test_magent2_engine_path_writes_what_the_generic_adapter_writes(venv_kwargs)
                                           ("cooperative_pong_v6", {"max_cycles": 9})])
 def test_screen_path_writes_what_the_generic_adapter_writes(name, kwargs, venv_kwargs):
     env_fn = functools.partial(_butterfly(name).parallel_env, **kwargs)
-    fast = _play(True, butterfly_screen, env_fn, _uniform, 20, **venv_kwargs)
-    generic = _play(False, butterfly_screen, env_fn, _uniform, 20, **venv_kwargs)
+    fast = _play(True, env_fn, _uniform, 20, **venv_kwargs)
+    generic = _play(False, env_fn, _uniform, 20, **venv_kwargs)
     assert sum(r["done"].any() for r in fast) >= 2, "episodes ended (and the envs were reset)"
     _assert_same_results(fast, generic)
+
+
+AEC_BORN = [("mpe2.simple_spread_v3", {"max_cycles": 7}),
+            ("mpe2.simple_spread_v3", {"max_cycles": 7, "continuous_actions": True}),
+            ("mpe2.simple_world_comm_v3", {"max_cycles": 7}),  # padded Discrete actions
+            ("mpe2.simple_crypto_v3", {"max_cycles": 7}),  # padded observations
+            ("pettingzoo.sisl.multiwalker_v9", {"max_cycles": 12}),  # walkers fall: terminations, Clip wrapper
+            ("pettingzoo.butterfly.knights_archers_zombies_v11", {"max_cycles": 12, "max_zombies": 4}),
+            ("pettingzoo.sisl.pursuit_v5", {"max_cycles": 7, "n_pursuers": 3, "n_evaders": 2})]
+
+
+def _aec_born(name, kwargs):
+    module = importlib.import_module(name)
+    return functools.partial(module.parallel_env, **kwargs)
+
+
+@pytest.mark.parametrize("name, kwargs", AEC_BORN)
+def test_aec_born_parallel_envs_step_below_the_wrappers(name, kwargs):
+    adapter = pettingzoo_adapter(_aec_born(name, kwargs)())
+    assert type(adapter) is AECParallelAdapter
+    # Only mpe2's observe is known to change nothing: the others still observe before each move.
+    assert adapter._observe_before_move == (not name.startswith("mpe2."))
+    adapter.close()
+
+
+@pytest.mark.parametrize("venv_kwargs", VENV_KWARGS)
+@pytest.mark.parametrize("name, kwargs", AEC_BORN)
+def test_aec_parallel_path_writes_what_the_generic_adapter_writes(name, kwargs, venv_kwargs):
+    env_fn = _aec_born(name, kwargs)
+    fast = _play(True, env_fn, _each_agents_own, 16, **venv_kwargs)
+    generic = _play(False, env_fn, _each_agents_own, 16, **venv_kwargs)
+    assert sum(r["done"].any() for r in fast) >= 1, "an episode ended (and the envs were reset)"
+    _assert_same_results(fast, generic)
+
+
+def test_an_mpe2_scenario_with_its_own_observation_keeps_the_discarded_observe():
+    from mpe2.simple_spread.simple_spread import Scenario
+
+    env = importlib.import_module("mpe2.simple_spread_v3").parallel_env()
+    calls = []
+
+    class Counting(Scenario):
+        def observation(self, agent, world):
+            calls.append(agent.name)
+            return super().observation(agent, world)
+
+    env.unwrapped.scenario.__class__ = Counting
+    adapter = pettingzoo_adapter(env)
+    assert adapter._observe_before_move
+    with mv.DummyVecEnv([lambda: env]) as venv:
+        venv.reset(seed=0)
+        calls.clear()
+        venv.step(np.zeros((1, 3), np.int64))
+    # As the parallel wrapper: each agent observed before its move, then all three after the cycle.
+    assert calls == ["agent_0", "agent_1", "agent_2"] * 2
+
+
+def test_a_wrapper_of_the_users_stays_in_the_way_of_every_move():
+    from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    moves = []
+
+    class Doubling(BaseWrapper):  # changes what the env is given: must see every move
+        def step(self, action):
+            moves.append(action)
+            super().step(None if action is None else action * 2 % 5)
+
+    def make(wrap):
+        aec = importlib.import_module("mpe2.simple_spread_v3").env(max_cycles=4)
+        return aec_to_parallel_wrapper(Doubling(aec) if wrap else aec)
+
+    actions = np.random.default_rng(3).integers(0, 5, (6, 1, 3))
+    out = {}
+    for wrap in (True, False):
+        with mv.DummyVecEnv([lambda: make(wrap)], env_seed=1) as venv:
+            assert type(venv.group.adapters[0]) is AECParallelAdapter
+            venv.reset()
+            out[wrap] = [venv.step(a if wrap else a * 2 % 5).obs.copy() for a in actions]
+    assert moves[:3] == actions[0, 0].tolist()
+    np.testing.assert_array_equal(out[True], out[False])
+
+
+@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+def test_an_action_out_of_bounds_is_refused_before_any_agent_moves(backend):
+    env_fn = _aec_born("mpe2.simple_spread_v3", {})
+    with mv.make_vec([env_fn], backend=backend, validate=False, env_seed=0) as venv:
+        venv.reset()
+        before = venv.step(np.zeros((1, 3), np.int64))
+        with pytest.raises(Exception, match=r"action 5 for agent 'agent_1' is not in its action space; "
+                                            r"allowed: integers 0\.\.4"):
+            venv.step(np.array([[0, 5, 0]]))
+        if backend == "dummy":  # no agent moved: the env still takes the cycle from agent_0
+            raw = venv.group.adapters[0].env.unwrapped
+            assert raw.agent_selection == "agent_0"
+            assert before.obs.shape == (1, 3, 18)

@@ -8,8 +8,9 @@ view; ``state()`` copies the whole screen that way too. The adapter then copied
 those views into its rows, a second transpose. In a plain loop over pistonball
 the observation copies are two thirds of the time.
 
-:class:`ScreenAdapter` makes the wrapper's calls to the AEC env, in its order,
-except the observations: it reads the screen once per step (after the env drew
+:class:`ScreenAdapter` steps the AEC env as
+:class:`~marl_vec.envs.aec_parallel.AECParallelAdapter` does (the wrapper's calls,
+in its order, below its check wrappers), except the observations: it reads the screen once per step (after the env drew
 it, where the wrapper observes), row by row, one colour channel at a time (a
 strided copy numpy does fast, where copying whole 3-byte pixels across pygame's
 4-byte ones is a loop per pixel), into the state row, and copies each agent's
@@ -24,13 +25,12 @@ else takes the generic path.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Callable
 
 import numpy as np
 
 from marl_vec.buffers import RowViews
-from marl_vec.envs.pettingzoo import PettingZooAdapter
+from marl_vec.envs.aec_parallel import AECParallelAdapter
 
 # One agent's observation: a (rows, columns) window of the screen as the state lays it out.
 Crop = tuple[slice, slice]
@@ -95,9 +95,9 @@ def _screen_layout(raw: Any, agents: tuple[str, ...]) -> tuple[Callable[[], Any]
     return _pistonball(raw, agents) or _cooperative_pong(raw, agents)
 
 
-class ScreenAdapter(PettingZooAdapter):
+class ScreenAdapter(AECParallelAdapter):
     """pistonball or cooperative_pong (see :func:`screen_path_applies`); same results as
-    :class:`PettingZooAdapter`.
+    :class:`~marl_vec.envs.pettingzoo.PettingZooAdapter`.
 
     Example:
         >>> from pettingzoo.butterfly import cooperative_pong_v6
@@ -106,6 +106,11 @@ class ScreenAdapter(PettingZooAdapter):
         ...     type(venv.group.adapters[0]).__name__, venv.reset().state.shape
         ('ScreenAdapter', (1, 280, 480, 3))
     """
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        # screen_path_applies found the library's observe: reading the screen changes nothing.
+        self._observe_before_move = False
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -171,39 +176,11 @@ class ScreenAdapter(PettingZooAdapter):
         for i, crop in enumerate(self._crops):
             obs[i] = frame[crop] if i in shown else 0
 
-    def step(self, actions: Any) -> dict[str, Any]:
+    def _step_observations(self, agents: list[str]) -> dict[str, Any] | None:
         if not self._screen_path:
-            return super().step(actions)
-        env = self.env
-        aec = env.aec_env
-        acted, acted_array = self._live, self._live_array
-        native = self._native_actions(actions)
-        # aec_to_parallel_wrapper.step, without the observe() in its last() calls (the
-        # observation of the agent about to move, which it discards).
-        rewards: defaultdict[str, Any] = defaultdict(int)
-        for agent in aec.agents:
-            if agent != aec.agent_selection:
-                if aec.terminations[agent] or aec.truncations[agent]:
-                    raise AssertionError(
-                        f"expected agent {agent} got termination or truncation agent {aec.agent_selection}. "
-                        "Parallel environment wrapper expects all agent death (setting an agent's "
-                        "self.terminations or self.truncations entry to True) to happen only at the end of a cycle."
-                    )
-                raise AssertionError(
-                    f"expected agent {agent} got agent {aec.agent_selection}, Parallel environment wrapper "
-                    "expects agents to step in a cycle."
-                )
-            aec.step(native[agent])
-            for other in aec.agents:
-                rewards[other] += aec.rewards[other]
-        terminations = dict(**aec.terminations)
-        truncations = dict(**aec.truncations)
-        infos = dict(**aec.infos)
-        self._write_observations(list(aec.agents))
-        while aec.agents and (aec.terminations[aec.agent_selection] or aec.truncations[aec.agent_selection]):
-            aec.step(None)
-        env.agents = aec.agents
-        return self._record_step(acted, acted_array, None, rewards, terminations, truncations, infos)
+            return super()._step_observations(agents)
+        self._write_observations(agents)
+        return None
 
     def _write_state(self) -> bool:
         """The env's ``state()``: the screen read for this step's observations, or read now."""

@@ -6,18 +6,21 @@ Every ``ParallelEnv`` gets :class:`~marl_vec.envs.pettingzoo.PettingZooAdapter`'
 results; two kinds of env get them with less work, from a subclass that knows
 the env's insides: magent2's envs step through their engine
 (:mod:`marl_vec.envs.magent_engine`), pistonball and cooperative_pong read their
-screen once per step (:mod:`marl_vec.envs.butterfly_screen`).
+screen once per step (:mod:`marl_vec.envs.butterfly_screen`), and every other
+env that is PettingZoo's ``aec_to_parallel_wrapper`` (mpe2's, sisl's, butterfly's)
+steps its AEC env below the wrappers (:mod:`marl_vec.envs.aec_parallel`).
 
 Example:
     >>> from mpe2 import simple_spread_v3
     >>> type(pettingzoo_adapter(simple_spread_v3.parallel_env())).__name__
-    'PettingZooAdapter'
+    'AECParallelAdapter'
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from marl_vec.envs.aec_parallel import AECParallelAdapter, aec_parallel_applies
 from marl_vec.envs.butterfly_screen import ScreenAdapter, screen_path_applies
 from marl_vec.envs.extras import UnknownEnvError, import_env_module
 from marl_vec.envs.magent_engine import MAgentAdapter, engine_path_applies
@@ -30,6 +33,8 @@ def pettingzoo_adapter(env: Any) -> PettingZooAdapter:
         return MAgentAdapter(env)
     if screen_path_applies(env):
         return ScreenAdapter(env)
+    if aec_parallel_applies(env):
+        return AECParallelAdapter(env)
     return PettingZooAdapter(env)
 
 
