@@ -25,7 +25,8 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 import yaml  # noqa: E402
 
 from marl_vec.config import (  # noqa: E402
-    DEFAULT_CONFIG, Config, ConfigError, load_config, make_from_config, resolve_config_path, shipped_configs,
+    DEFAULT_CONFIG, Config, ConfigError, load_config, make_from_config, resolve_auto_backend, resolve_config_path,
+    shipped_configs,
 )
 from marl_vec.envs.registry import FAMILIES  # noqa: E402
 from marl_vec.errors import SetupError, WorkerError  # noqa: E402
@@ -83,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from marl_vec.plots import require_matplotlib
 
         require_matplotlib()  # before the run, not after it
+    cfg = resolve_auto_backend(cfg)  # before the line below, which names the backend
     print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
           f"{cfg.run.steps} steps", flush=True)
     interrupted = False

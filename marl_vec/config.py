@@ -70,7 +70,9 @@ class RayConfig(_Strict):
 
 class VecConfig(_Strict):
     num_envs: int = Field(default=8, ge=1)
-    backend: Backend = "dummy"
+    # auto: a cached `marl-vec tune` result for this config and machine, else dummy
+    # (subproc where a process-only option such as num_workers is set); see docs/tuning.md.
+    backend: Backend = "auto"
     env_seed: Optional[int] = 0
     autoreset: Autoreset = "same_step"
     state: State = "auto"  # what StepResult.state holds; see marl_vec.state
@@ -292,16 +294,21 @@ def apply_choice(cfg: Config, choice: Mapping[str, Any]) -> Config:
 
 
 def resolve_auto_backend(cfg: Config) -> Config:
-    """``cfg`` with ``backend: auto`` replaced by its choice (printed to stderr); other configs as they are.
+    """``cfg`` with ``backend: auto`` (the default) replaced by its choice; other configs as they are.
 
     The choice is the cached result of ``marl-vec tune`` for this config on this
     machine (backend, workers and, where the tuner chose one, the engine), else
-    ``dummy`` (see :mod:`marl_vec.tune_cache`).
+    ``dummy``, or ``subproc`` where the config sets an option only worker processes
+    take (see :mod:`marl_vec.tune_cache`). The choice is printed to stderr, except
+    where a config that does not name its backend stays on ``dummy``: that is what
+    it always did.
     """
     if cfg.vec.backend != "auto":
         return cfg
-    choice, message = resolve_auto(cfg.model_dump(by_alias=True))
-    print(message, file=sys.stderr, flush=True)
+    choice, message, tuned = resolve_auto(cfg.model_dump(by_alias=True))
+    named = "backend" in cfg.vec.model_fields_set
+    if named or tuned or choice["backend"] != "dummy":
+        print(message, file=sys.stderr, flush=True)
     return apply_choice(cfg, choice)
 
 

@@ -137,21 +137,30 @@ def describe_choice(choice: Mapping[str, Any]) -> str:
     return text
 
 
-def resolve_auto(data: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """What ``backend: auto`` becomes for this config: ``(choice, message)``.
+# Options that only worker processes take: `auto` without a tune result honours them.
+PROCESS_OPTIONS = ("num_workers", "start_method", "batch_size", "step_in_main", "spin_us")
+
+
+def resolve_auto(data: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
+    """What ``backend: auto`` becomes for this config: ``(choice, message, tuned)``.
 
     ``choice`` has ``backend`` and ``num_workers`` (and ``engine`` where the tuner chose
-    one): the cached tune result for this config on this machine, else :data:`AUTO_DEFAULT`.
-    The message says which.
+    one): the cached tune result for this config on this machine (``tuned`` True), else
+    :data:`AUTO_DEFAULT`, or ``subproc`` where the config sets an option only worker
+    processes take (``num_workers``, ``batch_size``, ...). The message says which.
     """
     cached = load(data)
     if cached is not None:
         choice = dict(cached["choice"])
         when = cached.get("when", "?")
         return choice, (f"marl_vec: backend auto -> {describe_choice(choice)} "
-                        f"(the fastest in `marl-vec tune` on this machine, {when}; {cache_path(data)})")
-    choice = dict(AUTO_DEFAULT)
-    if (data.get("vec") or {}).get("batch_size") is not None:  # the async pool needs processes
-        choice["backend"] = "subproc"
-    return choice, (f"marl_vec: backend auto -> {describe_choice(choice)} (no tune result for this config on this "
-                    "machine, so the default; `marl-vec tune CONFIG` measures the choices)")
+                        f"(the fastest in `marl-vec tune` on this machine, {when}; {cache_path(data)})"), True
+    vec = data.get("vec") or {}
+    asked = [key for key in PROCESS_OPTIONS if vec.get(key)]
+    if asked:
+        choice = {"backend": "subproc", "num_workers": vec.get("num_workers"),
+                  "step_in_main": bool(vec.get("step_in_main"))}
+        return choice, (f"marl_vec: backend auto -> {describe_choice(choice)} (no tune result for this config on "
+                        f"this machine; vec.{asked[0]} asks for worker processes)"), False
+    return dict(AUTO_DEFAULT), ("marl_vec: backend auto -> dummy (no tune result for this config on this machine, "
+                                "so the default; `marl-vec tune CONFIG` measures the choices)"), False

@@ -123,14 +123,50 @@ def test_an_interrupted_tune_caches_nothing(monkeypatch, cache_dir):
 
 
 def test_backend_auto_without_a_tune_result_is_dummy_and_says_so(capsys):
-    with mv.make(_with(CARTPOLE, "vec", backend="auto", num_workers=2, start_method="spawn")) as venv:
+    with mv.make(_with(CARTPOLE, "vec", backend="auto")) as venv:
         assert isinstance(venv, mv.DummyVecEnv)
     err = capsys.readouterr().err
     assert err.startswith("marl_vec: backend auto -> dummy (no tune result for this config on this machine, "
                           "so the default; `marl-vec tune CONFIG` measures the choices)")
+    # options only worker processes take ask for them: subproc, with the options as given
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", num_workers=2, start_method="spawn")) as venv:
+        assert type(venv).__name__ == "SubprocVecEnv" and venv.num_workers == 2
+    assert capsys.readouterr().err.startswith(
+        "marl_vec: backend auto -> subproc, 2 workers (no tune result for this config on this machine; "
+        "vec.num_workers asks for worker processes)")
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", num_workers=2, step_in_main=True)) as venv:
+        assert venv.step_in_main
     # the async pool needs processes: its default is subproc
     with mv.make(_with(CARTPOLE, "vec", backend="auto", batch_size=2)) as venv:
         assert type(venv).__name__ == "SubprocVecEnv"
+
+
+def _without_backend(data: dict) -> dict:
+    return {**data, "vec": {k: v for k, v in data["vec"].items() if k != "backend"}}
+
+
+def test_auto_is_the_default_and_stays_quiet_on_dummy(capsys):
+    assert load_config(_without_backend(CARTPOLE)).vec.backend == "auto"
+    with mv.make(_without_backend(CARTPOLE)) as venv:  # no tune result: dummy, as before auto was the default
+        assert isinstance(venv, mv.DummyVecEnv)
+    assert capsys.readouterr().err == ""
+    with mv.make(_with(_without_backend(CARTPOLE), "vec", num_workers=2)) as venv:  # workers asked for: said
+        assert type(venv).__name__ == "SubprocVecEnv" and venv.num_workers == 2
+    assert "backend auto -> subproc, 2 workers" in capsys.readouterr().err
+    # a backend named on the command line or as an override is used as named
+    with mv.make(_without_backend(CARTPOLE), backend="dummy") as venv:
+        assert isinstance(venv, mv.DummyVecEnv)
+    with pytest.raises(mv.ConfigError, match="vec.num_workers applies to the subproc and ray backends, not to backend 'dummy'"):
+        mv.make(_with(CARTPOLE, "vec", num_workers=2))
+
+
+def test_the_default_backend_takes_a_cached_tune_result_and_says_so(measured, capsys):
+    tune(CARTPOLE, seconds=0.2, quiet=True)
+    capsys.readouterr()
+    with mv.make(_without_backend(CARTPOLE)) as venv:
+        assert type(venv).__name__ == "SubprocVecEnv" and venv.num_workers == 2
+    assert capsys.readouterr().err.startswith("marl_vec: backend auto -> subproc, 2 workers (the fastest in "
+                                              "`marl-vec tune` on this machine, ")
 
 
 def test_backend_auto_takes_the_cached_choice(measured, capsys):

@@ -53,8 +53,8 @@ def test_a_ray_choice_is_cached_resolved_by_auto_and_written(tmp_path, capsys):
     data = load_config(CARTPOLE).model_dump(by_alias=True)
     assert tune_cache.load(data) is None
     tune_cache.save(data, {"choice": {"backend": "ray", "num_workers": 2}, "when": "now"})
-    choice, message = tune_cache.resolve_auto(data)
-    assert choice == {"backend": "ray", "num_workers": 2} and "backend auto -> ray, 2 workers" in message
+    choice, message, tuned = tune_cache.resolve_auto(data)
+    assert tuned and choice == {"backend": "ray", "num_workers": 2} and "backend auto -> ray, 2 workers" in message
     tune_cache.save(data, {"choice": {"backend": "ray", "num_workers": None}})  # ray without workers: not a choice
     assert tune_cache.load(data) is None
     # a ray choice drops subproc's start_method and vec.ray's own worker count
