@@ -24,6 +24,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
+from marl_vec.envs.gym_chain import FastChain, chains_ready, fast_chain
 from marl_vec.obs_types import OBS_KIND_ATTR, obs_kind
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
@@ -108,6 +109,9 @@ class GymAdapter(NativeEnvAdapter):
         )
         self._tree_actions = isinstance(action, TreeAction)
         self._obs_kind: Any = None  # the Python types of the env's own observation (its first reset's)
+        # Set when VecEnv.call/get_attr/set_attr reach the env: the group stepper then looks
+        # at the wrapper chain anew (it may step below the check-only wrappers).
+        self._touched = [False]
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -142,9 +146,11 @@ class GymAdapter(NativeEnvAdapter):
     def get_native_attr(self, name: str) -> Any:
         if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.obs_types)
             return self._obs_kind
+        self._touched[0] = True  # what it returns (a wrapper, a method) may change the chain
         return self.env.get_wrapper_attr(name)
 
     def set_native_attr(self, name: str, value: Any) -> None:
+        self._touched[0] = True
         self.env.set_wrapper_attr(name, value)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
@@ -181,11 +187,20 @@ class _GymGroupStepper(GroupStepper):
     ``GymAdapter.step``: numpy integers (gymnasium checks Python ints more
     slowly) or the row's action array. Dict/Tuple observations are written leaf
     by leaf through their :class:`~marl_vec.spaces.TreeView`.
+
+    Below the check-only wrappers: when every env's chain is ``gym.make``'s (see
+    :mod:`marl_vec.envs.gym_chain`) and its checks are done (after the first two
+    steps), each env is stepped below ``OrderEnforcing`` and ``PassiveEnvChecker``
+    and its ``TimeLimit`` is applied here, on the wrapper's own step count: the same
+    results, half a microsecond less per step on CartPole. ``VecEnv.call``,
+    ``get_attr`` and ``set_attr`` may change a chain: the next step goes through the
+    whole chains again and looks at them anew.
     """
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
         super().__init__(adapters, rows, block)
         gyms: list[GymAdapter] = list(adapters)  # type: ignore[arg-type]  # GymAdapter.group_stepper checked
+        self._gyms = gyms
         self._env_steps = [adapter.env.step for adapter in gyms]  # bound once: a rebuilt env gets a new stepper
         self._obs_views = [adapter._obs for adapter in gyms]
         # Discrete and scalar Box: the (k,) column of agent 0's actions, read at each step
@@ -202,9 +217,52 @@ class _GymGroupStepper(GroupStepper):
         self._rewards: list[Any] = [0.0] * k
         self._terminated: list[Any] = [False] * k
         self._truncated: list[Any] = [False] * k
+        self._progress = 0  # the env a loop was at when it raised
+        # Set by the adapters' get_native_attr/set_native_attr (VecEnv.call, get_attr,
+        # set_attr): the chains are looked at anew before the next step.
+        self._touched = [False]
+        for adapter in gyms:
+            adapter._touched = self._touched
+        self._look_again()
+
+    def _look_again(self) -> None:
+        """Step through the whole chains until every one is known to be only checks past
+        their checks (:func:`~marl_vec.envs.gym_chain.fast_chain`)."""
+        self._touched[0] = False
+        self._chains = [fast_chain(adapter.env) for adapter in self._gyms]
+        limits = [chain.limit is None for chain in self._chains if chain is not None]
+        # Every chain of one kind (all with a TimeLimit, or none): one loop serves them.
+        self._eligible = len(limits) == len(self._chains) and limits.count(limits[0]) == len(limits)
+        self._below: tuple[list[Any], list[Any] | None] | None = None
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        env_steps, obs_views = self._env_steps, self._obs_views
+        if self._touched[0]:
+            self._look_again()
+        done = stop
+        try:
+            below = self._below
+            if below is not None:
+                if below[1] is not None:
+                    self._step_below_limit(first, stop, infos, below[0], below[1])
+                else:
+                    self._step_loop(first, stop, infos, below[0])
+            else:
+                self._step_loop(first, stop, infos, self._env_steps)
+        except BaseException as exc:
+            done = self._progress  # envs first..done-1 finished their step
+            if isinstance(exc, Exception):
+                self.failed_at = done
+            raise
+        finally:
+            self._write_columns(first, done)
+        if self._below is None and self._eligible and chains_ready(self._chains):
+            chains: list[FastChain] = self._chains  # type: ignore[assignment]  # eligible: none is None
+            limits = [chain.limit for chain in chains]
+            self._below = ([chain.raw_step for chain in chains], None if limits[0] is None else limits)
+
+    def _step_loop(self, first: int, stop: int, infos: list[dict[str, Any]], env_steps: list[Any]) -> None:
+        """Step envs first..stop-1 with ``env_steps`` (the chains' or the raw envs' steps)."""
+        obs_views = self._obs_views
         rewards, terminated, truncated = self._rewards, self._terminated, self._truncated
         actions: Any = self._action_column if self._by_column else self._action_rows
         j = first
@@ -214,20 +272,43 @@ class _GymGroupStepper(GroupStepper):
                                                      obs_views[first:stop], actions[first:stop]):
                 obs, rewards[j], terminated[j], truncated[j], infos[j] = env_step(action)
                 obs_view[...] = obs
-            j = stop
-        except Exception:
-            self.failed_at = j
+        except BaseException:
+            self._progress = j
             raise
-        finally:
-            # Envs first..j-1 finished their step (all of the run unless env j raised).
-            if first == 0 and j == len(rewards):  # the whole group: no slices to make
-                _write_rewards(self._reward_column, rewards)
-                _write_flags(self._terminated_column, terminated)
-                _write_flags(self._truncated_column, truncated)
-            elif first < j:
-                _write_rewards(self._reward_column[first:j], rewards[first:j])
-                _write_flags(self._terminated_column[first:j], terminated[first:j])
-                _write_flags(self._truncated_column[first:j], truncated[first:j])
+
+    def _step_below_limit(self, first: int, stop: int, infos: list[dict[str, Any]],
+                          raw_steps: list[Any], limits: list[Any]) -> None:
+        """:meth:`_step_loop` of the raw envs, with each TimeLimit's work done as
+        ``TimeLimit.step`` does it: count the step on the wrapper, truncate at its limit."""
+        obs_views = self._obs_views
+        rewards, terminated, truncated = self._rewards, self._terminated, self._truncated
+        actions: Any = self._action_column if self._by_column else self._action_rows
+        j = first
+        try:
+            for j, raw_step, limit, obs_view, action in zip(range(first, stop), raw_steps[first:stop],
+                                                            limits[first:stop], obs_views[first:stop],
+                                                            actions[first:stop]):
+                obs, rewards[j], terminated[j], trunc, infos[j] = raw_step(action)
+                elapsed = limit._elapsed_steps + 1
+                limit._elapsed_steps = elapsed
+                truncated[j] = True if elapsed >= limit._max_episode_steps else trunc
+                obs_view[...] = obs
+        except BaseException:
+            self._progress = j
+            raise
+
+    def _write_columns(self, first: int, j: int) -> None:
+        """Reward and flags of envs first..j-1 (all of the run unless env j raised) into the
+        group's columns."""
+        rewards, terminated, truncated = self._rewards, self._terminated, self._truncated
+        if first == 0 and j == len(rewards):  # the whole group: no slices to make
+            _write_rewards(self._reward_column, rewards)
+            _write_flags(self._terminated_column, terminated)
+            _write_flags(self._truncated_column, truncated)
+        elif first < j:
+            _write_rewards(self._reward_column[first:j], rewards[first:j])
+            _write_flags(self._terminated_column[first:j], terminated[first:j])
+            _write_flags(self._truncated_column[first:j], truncated[first:j])
 
 
 # Converting a Python list to a numpy column costs a few hundred instructions per
