@@ -112,6 +112,9 @@ class GymAdapter(NativeEnvAdapter):
         # Set when VecEnv.call/get_attr/set_attr reach the env: the group stepper then looks
         # at the wrapper chain anew (it may step below the check-only wrappers).
         self._touched = [False]
+        # (the raw env's reset, its TimeLimit or None) while the group stepper steps below
+        # the check-only wrappers (see marl_vec.envs.gym_chain); None: reset the whole chain.
+        self._reset_below: tuple[Any, Any] | None = None
 
     def bind(self, row: RowViews) -> None:
         super().bind(row)
@@ -147,14 +150,23 @@ class GymAdapter(NativeEnvAdapter):
         if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.obs_types)
             return self._obs_kind
         self._touched[0] = True  # what it returns (a wrapper, a method) may change the chain
+        self._reset_below = None
         return self.env.get_wrapper_attr(name)
 
     def set_native_attr(self, name: str, value: Any) -> None:
         self._touched[0] = True
+        self._reset_below = None
         self.env.set_wrapper_attr(name, value)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
-        obs, info = self.env.reset(seed=seed)
+        below = self._reset_below
+        if below is None:
+            obs, info = self.env.reset(seed=seed)
+        else:  # TimeLimit.reset's work, then the call the check-only wrappers hand on
+            raw_reset, limit = below
+            if limit is not None:
+                limit._elapsed_steps = 0
+            obs, info = raw_reset(seed=seed, options=None)
         self._obs[...] = obs
         if self._obs_kind is None:
             self._obs_kind = obs_kind(obs)
@@ -229,6 +241,8 @@ class _GymGroupStepper(GroupStepper):
         """Step through the whole chains until every one is known to be only checks past
         their checks (:func:`~marl_vec.envs.gym_chain.fast_chain`)."""
         self._touched[0] = False
+        for adapter in self._gyms:
+            adapter._reset_below = None
         self._chains = [fast_chain(adapter.env) for adapter in self._gyms]
         limits = [chain.limit is None for chain in self._chains if chain is not None]
         # Every chain of one kind (all with a TimeLimit, or none): one loop serves them.
@@ -259,6 +273,8 @@ class _GymGroupStepper(GroupStepper):
             chains: list[FastChain] = self._chains  # type: ignore[assignment]  # eligible: none is None
             limits = [chain.limit for chain in chains]
             self._below = ([chain.raw_step for chain in chains], None if limits[0] is None else limits)
+            for adapter, chain in zip(self._gyms, chains):
+                adapter._reset_below = (chain.raw.reset, chain.limit)
 
     def _step_loop(self, first: int, stop: int, infos: list[dict[str, Any]], env_steps: list[Any]) -> None:
         """Step envs first..stop-1 with ``env_steps`` (the chains' or the raw envs' steps)."""

@@ -7,14 +7,16 @@ about half a microsecond on CartPole (a tenth of its ~6 us step). Two of them on
 check and never change a result:
 
 - ``OrderEnforcing.step`` raises ``ResetNeeded`` until the env was reset once, then
-  hands the call on;
-- ``PassiveEnvChecker.step`` checks the first step's result and compares the first
-  two steps' data (``checked_step``, ``checked_data_reuse``), then hands the call on.
+  hands the call on (its ``reset`` notes that it was reset);
+- ``PassiveEnvChecker`` checks the first reset's and the first step's results and
+  compares the first two steps' data (``checked_reset``, ``checked_step``,
+  ``checked_data_reuse``), then hands every call on.
 
-Once both are past their checks, a step of the env below them gives the same result
-object for object. ``TimeLimit`` changes ``truncated``: :class:`FastChain` keeps it out
-of the call chain but does its work on the wrapper's own ``_elapsed_steps`` (the user
-reading or resetting it sees what the plain chain would show).
+Once both are past their checks, a step or reset of the env below them gives the
+same result object for object. ``TimeLimit`` changes ``truncated``: the caller keeps
+it out of the call chain but does its work on the wrapper's own ``_elapsed_steps``
+(counts a step, truncates at ``_max_episode_steps``, sets 0 at a reset), so a user
+reading or setting it sees what the plain chain would show.
 
 :func:`fast_chain` accepts only chains made exactly of these types (``type(w) is``,
 so a subclass that may step differently is not taken for one), with at most one
@@ -67,7 +69,8 @@ class FastChain(NamedTuple):
             if type(wrapper) is OrderEnforcing:
                 if wrapper._has_reset is not True:
                     return False
-            elif wrapper.checked_step is not True or getattr(wrapper, "checked_data_reuse", True) is not True:
+            elif wrapper.checked_reset is not True or wrapper.checked_step is not True \
+                    or getattr(wrapper, "checked_data_reuse", True) is not True:
                 return False
         return self.limit is None or self.limit._elapsed_steps is not None  # reset through the TimeLimit
 
