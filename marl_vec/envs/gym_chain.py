@@ -76,8 +76,9 @@ class FastChain(NamedTuple):
 
 
 def fast_chain(env: Any) -> FastChain | None:
-    """``env``'s chain when it is only check-only wrappers and at most one ``TimeLimit``
-    (exact types) over an env that is not a wrapper; else None (step the whole chain)."""
+    """``env``'s chain when it is one or more check-only wrappers and at most one
+    ``TimeLimit`` (exact types) over an env that is not a wrapper; else None (step the
+    whole chain)."""
     import gymnasium as gym
     from gymnasium.wrappers import TimeLimit
 
@@ -98,7 +99,8 @@ def fast_chain(env: Any) -> FastChain | None:
         else:
             return None
         obj = obj.env
-    if not isinstance(obj, gym.Env):
+    # No wrapper at all: nothing to pass (and a raw env's reset is called without options).
+    if obj is env or not isinstance(obj, gym.Env):
         return None
     return FastChain(obj, obj.step, limit, tuple(checkers))
 
