@@ -24,7 +24,7 @@ import numpy as np
 from marl_vec import spaces
 from marl_vec.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
-from marl_vec.envs.gym_chain import FastChain, chains_ready, fast_chain
+from marl_vec.envs.gym_chain import FastChain, fast_chain
 from marl_vec.obs_types import OBS_KIND_ATTR, obs_kind
 from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
@@ -248,6 +248,17 @@ class _GymGroupStepper(GroupStepper):
         # Every chain of one kind (all with a TimeLimit, or none): one loop serves them.
         self._eligible = len(limits) == len(self._chains) and limits.count(limits[0]) == len(limits)
         self._below: tuple[list[Any], list[Any] | None] | None = None
+        self._ready_upto = 0  # chains before this one are past their checks (they stay so)
+
+    def _chains_ready(self) -> bool:
+        """Whether every chain is past its checks. Resumes at the first chain that was not:
+        an env that is not stepped (finished, in ``one_episode`` mode) costs one look a step."""
+        chains: list[FastChain] = self._chains  # type: ignore[assignment]  # eligible: none is None
+        j = self._ready_upto
+        while j < len(chains) and chains[j].ready():
+            j += 1
+        self._ready_upto = j
+        return j == len(chains)
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         if self._touched[0]:
@@ -269,7 +280,7 @@ class _GymGroupStepper(GroupStepper):
             raise
         finally:
             self._write_columns(first, done)
-        if self._below is None and self._eligible and chains_ready(self._chains):
+        if self._below is None and self._eligible and self._chains_ready():
             chains: list[FastChain] = self._chains  # type: ignore[assignment]  # eligible: none is None
             limits = [chain.limit for chain in chains]
             self._below = ([chain.raw_step for chain in chains], None if limits[0] is None else limits)

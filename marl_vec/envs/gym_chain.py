@@ -103,8 +103,3 @@ def fast_chain(env: Any) -> FastChain | None:
     if obj is env or not isinstance(obj, gym.Env):
         return None
     return FastChain(obj, obj.step, limit, tuple(checkers))
-
-
-def chains_ready(chains: list[FastChain | None]) -> bool:
-    """Whether every env of a group can be stepped below its check-only wrappers."""
-    return all(chain is not None and chain.ready() for chain in chains)
