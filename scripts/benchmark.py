@@ -4,6 +4,7 @@
     python scripts/benchmark.py                 # the core suite: DummyVecEnv
     python scripts/benchmark.py --suite all     # every suite whose dependencies are installed
     python scripts/benchmark.py --seconds 2     # longer, steadier measurements
+    python scripts/benchmark.py --clock cpu --rounds 21 --seconds 8 --case "CartPole-v1 x 64"   # one case
 
 The machines are shared and noisy, so each case runs its candidates in turns
 (round-robin, several rounds) and reports the median over the rounds and the
@@ -174,7 +175,8 @@ def marl_vec_candidate(name: str, make_venv: Callable[[], mv.VecEnv], actions: n
 
 # -- the core suite ------------------------------------------------------------
 
-def core(seconds: float, rounds: int = 5) -> list[str]:
+def core(seconds: float, rounds: int = 5, case: str | None = None) -> list[str]:
+    """``case``: run only the cases whose title contains it (e.g. ``"CartPole-v1 x 64"``)."""
     import functools
 
     import gymnasium as gym
@@ -185,6 +187,8 @@ def core(seconds: float, rounds: int = 5) -> list[str]:
     cartpole = functools.partial(gym.make, "CartPole-v1")
     for n in (1, 8, 64):
         actions = rng.integers(0, 2, size=(256, n, 1))
+        if case is not None and case not in f"CartPole-v1 x {n}":
+            continue
         cases = [
             plain_gym_loop(cartpole, n, actions),
             gym_sync(cartpole, n, actions),
@@ -196,6 +200,8 @@ def core(seconds: float, rounds: int = 5) -> list[str]:
     spread = functools.partial(simple_spread_v3.parallel_env, N=3, max_cycles=25, continuous_actions=False)
     for n in (1, 8, 32):
         actions = rng.integers(1, 5, size=(256, n, 3))
+        if case is not None and case not in f"mpe2 simple_spread x {n}":
+            continue
         cases = [
             plain_parallel_loop(spread, n, actions),
             marl_vec_candidate("DummyVecEnv", lambda n=n: mv.DummyVecEnv([spread] * n), actions),
@@ -206,9 +212,9 @@ def core(seconds: float, rounds: int = 5) -> list[str]:
     return lines
 
 
-def run_suite(name: str, seconds: float, rounds: int = 5) -> None:
+def run_suite(name: str, seconds: float, rounds: int = 5, case: str | None = None) -> None:
     if name == "core":
-        core(seconds, rounds)
+        core(seconds, rounds, case)
         return
     path = HERE / f"benchmark_{name}.py"
     if not path.exists():
@@ -231,11 +237,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="core suite: interleaved rounds per case")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="core suite only: cpu measures this process's CPU time, steadier on a busy machine")
+    parser.add_argument("--case", default=None,
+                        help='core suite only: the cases whose title contains this, e.g. "CartPole-v1 x 64"')
     args = parser.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     for name in SUITES if args.suite == "all" else (args.suite,):
-        run_suite(name, args.seconds, args.rounds)
+        run_suite(name, args.seconds, args.rounds, args.case)
 
 
 if __name__ == "__main__":
