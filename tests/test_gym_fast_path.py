@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.envs.registration import EnvSpec
 
 import marl_vec as mv
@@ -80,6 +81,7 @@ class FlipAction(gym.ActionWrapper):
 ENVS = {
     "cartpole": (lambda: gym.make("CartPole-v1", max_episode_steps=20), 2),
     "cartpole_no_checker": (lambda: gym.make("CartPole-v1", max_episode_steps=20, disable_env_checker=True), 2),
+    "cartpole_time_limit_only": (lambda: gym.wrappers.TimeLimit(CartPoleEnv(), 20), 2),
     "mountaincar": (lambda: gym.make("MountainCar-v0", max_episode_steps=15), 3),
     "acrobot": (lambda: gym.make("Acrobot-v1", max_episode_steps=10), 3),
     "pendulum": (lambda: gym.make("Pendulum-v1", max_episode_steps=12), (1,)),
@@ -228,6 +230,10 @@ def test_subclasses_and_instance_steps_are_not_taken_for_the_known_wrappers():
     env = gym.make("CartPole-v1")
     env.env.step = env.env.env.step  # an OrderEnforcing whose step is its instance's
     assert fast_chain(env) is None
+    env = gym.make("CartPole-v1")
+    env.reset = env.env.reset  # a TimeLimit whose reset is its instance's
+    assert fast_chain(env) is None
+    assert fast_chain(gym.wrappers.TimeLimit(gym.make("CartPole-v1").unwrapped, 5)) is not None  # no checker
     assert fast_chain(gym.make("CartPole-v1").unwrapped) is None  # no wrapper: nothing to pass
     chain = fast_chain(gym.make("CartPole-v1", disable_env_checker=True))
     assert chain is not None and len(chain.checkers) == 1

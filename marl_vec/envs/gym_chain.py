@@ -76,9 +76,9 @@ class FastChain(NamedTuple):
 
 
 def fast_chain(env: Any) -> FastChain | None:
-    """``env``'s chain when it is one or more check-only wrappers and at most one
-    ``TimeLimit`` (exact types) over an env that is not a wrapper; else None (step the
-    whole chain)."""
+    """``env``'s chain when it is one or more wrappers, each a check-only wrapper or (at
+    most one) ``TimeLimit``, exact types, over an env that is not a wrapper; else None
+    (step the whole chain)."""
     import gymnasium as gym
     from gymnasium.wrappers import TimeLimit
 
@@ -88,7 +88,8 @@ def fast_chain(env: Any) -> FastChain | None:
     obj = env
     while isinstance(obj, gym.Wrapper):
         kind = type(obj)
-        if "step" in vars(obj) or "env" not in vars(obj):  # a step set on the instance, or a property
+        own = vars(obj)
+        if "step" in own or "reset" in own or "env" not in own:  # set on the instance, or a property
             return None
         if kind is TimeLimit:
             if limit is not None:
