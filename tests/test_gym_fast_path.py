@@ -25,6 +25,7 @@ from gymnasium.envs.registration import EnvSpec
 import marl_vec as mv
 from marl_vec.envs import gym as gym_family
 from marl_vec.envs.gym_chain import fast_chain
+from tests.test_object_spaces import as_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
@@ -145,15 +146,6 @@ def assert_same_results(ours: list[mv.StepResult], theirs: list[mv.StepResult]) 
             assert_same(value, getattr(s, name), f"step {t} {name}")
 
 
-def _leaf(obs: Any, i: int) -> Any:
-    """Env i's observation out of a batch (a tree of (E, 1, ...) arrays) as gymnasium gives it."""
-    if isinstance(obs, dict):
-        return {key: _leaf(value, i) for key, value in obs.items()}
-    if isinstance(obs, tuple):
-        return tuple(_leaf(value, i) for value in obs)
-    return obs[i, 0]
-
-
 def _check_obs(ours: Any, native: Any, where: str) -> None:
     if isinstance(native, dict):
         for key in native:
@@ -174,7 +166,7 @@ def assert_equals_plain_loop(results: list[mv.StepResult], env_fn: Any, actions:
     endings = {"terminated": 0, "truncated": 0}
     for i, env in enumerate(envs):
         obs, info = env.reset(seed=seed + i)
-        _check_obs(_leaf(results[0].obs, i), obs, f"reset env {i}")
+        _check_obs(as_tree(results[0].obs, i), obs, f"reset env {i}")
         assert results[0].infos[i] == info
     returns, lengths = [0.0] * N, [0] * N
     for t, a in enumerate(actions, start=1):
@@ -190,14 +182,14 @@ def assert_equals_plain_loop(results: list[mv.StepResult], env_fn: Any, actions:
             ours = dict(r.infos[i])
             if terminated or truncated:
                 endings["terminated" if terminated else "truncated"] += 1
-                _check_obs(_leaf(r.final_obs, i), obs, where + " final_obs")
+                _check_obs(as_tree(r.final_obs, i), obs, where + " final_obs")
                 episode = ours.pop("episode")
                 assert episode["length"] == lengths[i] and episode["return"] == pytest.approx(returns[i], abs=1e-9)
                 returns[i], lengths[i] = 0.0, 0
                 obs, reset_info = env.reset()
                 assert ours.pop("reset_info", {}) == reset_info, where
             assert ours == info, where
-            _check_obs(_leaf(r.obs, i), obs, where)
+            _check_obs(as_tree(r.obs, i), obs, where)
             if elapsed is not None and elapsed[t - 1][i] is not None:  # after the autoreset, as ours
                 assert elapsed[t - 1][i] == env.get_wrapper_attr("_elapsed_steps"), where
     for env in envs:
