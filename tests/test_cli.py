@@ -35,6 +35,16 @@ def test_run_default_prints_a_summary(capsys):
     assert "mean return" in out and "mean length      25" in out
 
 
+def test_run_names_the_backend_auto_chose(tmp_path, capsys):
+    config = tmp_path / "no_backend.yaml"  # no vec.backend: the default, auto
+    config.write_text("env:\n  family: gym\n  id: CartPole-v1\nvec:\n  num_envs: 2\n  num_workers: 1\n")
+    assert main(["run", str(config), "--no-progress", "-o", "run.steps=5"]) == 0
+    captured = capsys.readouterr()
+    assert "CartPole-v1, 2 envs on subproc, 5 steps" in captured.out
+    assert "backend auto -> subproc, 1 worker (no tune result for this config on this machine; vec.num_workers" \
+        in captured.err
+
+
 def test_info_prints_spec_and_env_info(capsys):
     assert main(["info", "mpe/simple_tag"]) == 0
     out = capsys.readouterr().out
