@@ -59,13 +59,21 @@ def random_actions(steps: int, num_envs: int, n_actions: int, seed: int = 0) -> 
 # -- against the engine used directly ---------------------------------------------
 
 
-@pytest.mark.parametrize("options", [{}, {"frame_stack": 1, "clip_rewards": False}])
-def test_bit_equal_to_ale_vector_env_used_directly(options):
+@pytest.mark.parametrize("options, limit", [
+    ({}, 800),  # 800 frames: 200 steps, so both flags occur
+    ({"frame_stack": 1, "clip_rewards": False}, 800),
+    # Episodes of 2 and 1 steps (the noop starts are not counted): their stacks and final
+    # stacks still hold the engine's zero padding, which must read as the reset frame.
+    ({}, 8),
+    ({"frame_stack": 5, "clip_rewards": False}, 4),
+])
+def test_bit_equal_to_ale_vector_env_used_directly(options, limit):
     """Same seeds (env_seed + i), same actions: every frame, raw reward, flag and final frame of
-    AtariVectorEnv (SameStep autoreset), with sticky actions, noop starts and a frame limit."""
+    AtariVectorEnv (SameStep autoreset, single frames stacked by the test), with sticky actions,
+    noop starts and a frame limit."""
     from ale_py.vector_env import AtariVectorEnv
 
-    E, steps, seed, limit = 3, 420, 7, 800  # 800 frames: 200 steps, so both flags occur
+    E, steps, seed = 3, 420, 7
     ours = mv.DummyVecEnv([engine_fn(max_num_frames_per_episode=limit, **options)] * E, env_seed=seed)
     direct = AtariVectorEnv(
         "breakout", E, autoreset_mode="SameStep", reward_clipping=False, use_fire_reset=False,
@@ -98,7 +106,10 @@ def test_bit_equal_to_ale_vector_env_used_directly(options):
             stacks[i] = frames[i]  # the reset frame, repeated
             ends["terminated" if terminated[i] else "truncated"] += 1
         assert np.array_equal(r.obs.reshape(stacks.shape), stacks)
-    assert ends["terminated"] >= 2 and ends["truncated"] >= 2, ends
+    if limit > 100:
+        assert ends["terminated"] >= 2 and ends["truncated"] >= 2, ends
+    else:
+        assert ends["truncated"] >= 3 * E * 10, ends  # many short episodes: young stacks at their end
     ours.close()
 
 
@@ -485,7 +496,10 @@ def test_envpool_bit_equal_to_envpool_used_directly(options):
             score[i] = 0.0
             ends["terminated" if terminated[i] else "truncated"] += 1
         assert np.array_equal(r.obs.reshape(stacks.shape), stacks)
-    assert ends["terminated"] >= 2 and ends["truncated"] >= 2, ends
+    if limit > 100:
+        assert ends["terminated"] >= 2 and ends["truncated"] >= 2, ends
+    else:
+        assert ends["truncated"] >= 3 * E * 10, ends  # many short episodes: young stacks at their end
     ours.close()
     direct.close()
 

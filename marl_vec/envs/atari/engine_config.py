@@ -124,7 +124,7 @@ class EngineConfig:
             img_height=opts.screen_size,
             img_width=opts.screen_size,
             grayscale=opts.grayscale,
-            stack_num=1,  # stacked here, padded with the reset frame as on the python path
+            stack_num=opts.frame_stack,  # its zero padding of a reset stack is replaced (ale_vector_engine)
             frameskip=opts.frame_skip,
             maxpool=opts.frame_skip > 1,  # as AtariPreprocessing: no pooling without a skip
             noop_max=opts.noop_max,
