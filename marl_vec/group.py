@@ -23,26 +23,13 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 from marl_vec.episode import AutoresetMode, EpisodeTracker
 from marl_vec.errors import MissingAttribute
-from marl_vec.group_errors import failed_index, settle_stepped
+from marl_vec.group_errors import failed_index, rebuild_seed, settle_stepped
 
 EnvFn = Callable[[], Any]
 
 # At an episode end ``info["episode"]`` is marl_vec's summary; an env that reports its
 # own ``"episode"`` there (gymnasium's RecordEpisodeStatistics) finds it under this key.
 ENV_EPISODE_KEY = "env_episode"
-
-
-def rebuild_seed(env_seed: int | None, index: int, rebuilds: int) -> int | None:
-    """The seed for rebuild number ``rebuilds`` of env (or block of envs) ``index``:
-    reproducible from ``env_seed``, and new at every rebuild. None when unseeded.
-
-    Used by EnvGroup for an env that raised, and by the process and Ray backends
-    for the block of a worker or actor that died.
-    """
-    if env_seed is None:
-        return None
-    entropy = [int(env_seed) % 2**63, index, int(rebuilds)]
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 class EnvFinishedError(RuntimeError):
@@ -188,8 +175,20 @@ class EnvGroup:
         """The adapters' own group stepper when they are all of one class, else the default."""
         kind = type(self.adapters[0])
         if all(type(adapter) is kind for adapter in self.adapters):
-            return kind.group_stepper(self.adapters, self._rows, self._block)
-        return GroupStepper(self.adapters, self._rows, self._block)
+            stepper = kind.group_stepper(self.adapters, self._rows, self._block)
+        else:
+            stepper = GroupStepper(self.adapters, self._rows, self._block)
+        stepper.while_stepping = getattr(self, "_while_stepping", None)  # a rebuilt stepper keeps it
+        return stepper
+
+    def take_obs(self) -> np.ndarray | None:
+        """Right after :meth:`step`, where no env ended: :meth:`GroupStepper.take_obs`."""
+        return None if self.ended else self._stepper.take_obs()
+
+    def run_while_stepping(self, work: Callable[[], None] | None) -> None:
+        """Run ``work`` (the backend's, needing nothing of a step's results) while a native
+        engine's threads step: :attr:`GroupStepper.while_stepping`. None: nothing."""
+        self._while_stepping = self._stepper.while_stepping = work
 
     # -- reset ----------------------------------------------------------------
 

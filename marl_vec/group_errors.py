@@ -1,4 +1,5 @@
-"""EnvGroup's bookkeeping when an env raises part-way through a step with no restart left.
+"""EnvGroup's bookkeeping when an env raises part-way through a step with no restart left,
+and the seed of a rebuilt env (:func:`rebuild_seed`).
 
 :meth:`EnvGroup.step <marl_vec.group.EnvGroup.step>` steps its envs in order. When env
 ``f`` raises and may not restart, the envs before it have already stepped: they get that
@@ -80,3 +81,16 @@ def _settle(group: EnvGroup, failed: int, infos: list[dict[str, Any]]) -> None:
         group._keep_finals(ended)
     for j, summary in zip(ended, episodes.end(ended)):
         infos[j] = group.settled[j] = group._end_episode(j, infos[j], summary)
+
+
+def rebuild_seed(env_seed: int | None, index: int, rebuilds: int) -> int | None:
+    """The seed for rebuild number ``rebuilds`` of env (or block of envs) ``index``:
+    reproducible from ``env_seed``, and new at every rebuild. None when unseeded.
+
+    Used by EnvGroup for an env that raised, and by the process and Ray backends
+    for the block of a worker or actor that died.
+    """
+    if env_seed is None:
+        return None
+    entropy = [int(env_seed) % 2**63, index, int(rebuilds)]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,11 @@ class GroupStepper:
         block: the group's rows of every field, leading env axis (``BatchBuffers.block``).
     """
 
+    # Set by the group (EnvGroup.while_stepping): the backend's work that needs nothing of
+    # the step's results. A stepper whose native engine steps on threads of its own calls
+    # it while they run (the caller would wait for them anyway); the others ignore it.
+    while_stepping: Callable[[], None] | None = None
+
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews):
         self.adapters = list(adapters)
         self.act_rows = [row.actions for row in rows]
@@ -91,6 +96,12 @@ class GroupStepper:
     def flush_resets(self) -> None:
         """Called at the end of the group's ``reset``: an engine whose adapters' ``reset``
         only noted what to reset (JaxMARL) resets those envs here, in one native call."""
+
+    def take_obs(self) -> np.ndarray | None:
+        """After a whole-group step: an array equal to the group's observation block that
+        nothing else references (a native engine's fresh output), which a ``copy=True``
+        result may hand out instead of a copy; given once. None (the default): copy."""
+        return None
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         """Step envs ``first`` to ``stop - 1``; see the class docstring."""

@@ -75,11 +75,13 @@ class DummyVecEnv(AsyncPool, VecEnv):
                 adapter.close()
             raise
         self._infos: list[dict[str, Any]] = []
+        self.group.run_while_stepping(self._prepare_result)  # a native engine's threads step meanwhile
         self.timeout = None  # the pool never waits here: send() steps its envs at once
         self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)])
         self._pool_errors: deque[BaseException] = deque()  # raised by the next recv(), in order
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
+        self._fresh_obs = None
         infos = self.group.reset(seed, env_ids)
         self._pool_restart(env_ids)
         if env_ids is None:
@@ -91,6 +93,8 @@ class DummyVecEnv(AsyncPool, VecEnv):
 
     def _step_async(self) -> None:
         self._infos = self.group.step()
+        if self.copy:
+            self._fresh_obs = self.group.take_obs()  # for the result; None where it must copy
         self._pool_restart(step=True)
 
     # -- the async pool, synchronous (marl_vec.vec.pool) ------------------------------

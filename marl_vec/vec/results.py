@@ -74,6 +74,22 @@ class ResultMaker:
     _objects_out: bool
     _copiers: list[Callable[[np.ndarray], np.ndarray]] | None
     _final_zeros: Callable[[], list[np.ndarray | None]] | None
+    _ready_zeros: list[np.ndarray | None] | None = None  # taken by _prepare_result, not yet handed out
+    # The backend's array equal to buffers.obs after the last step that nothing else
+    # references (EnvGroup.take_obs): the next copy=True result hands it out uncopied.
+    _fresh_obs: np.ndarray | None = None
+
+    def _prepare_result(self) -> None:
+        """Take the blanks of the next ``copy=True`` result's ``final_*`` ahead of time: a
+        backend runs this while a native engine's threads step (``EnvGroup.run_while_stepping``),
+        so that it does not delay the next step. Single-array observations only."""
+        if self._ready_zeros is None and self._keeps_final and self.copy and not (
+                self._obs_is_tree or self._objects_out):
+            buf = self.buffers
+            if self._final_zeros is None:
+                self._final_zeros = zeros_makers([buf.final_obs, buf.final_state, buf.final_avail_actions,
+                                                  buf.final_acting])
+            self._ready_zeros = self._final_zeros()
 
     def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
         """The StepResult of the buffers; ``any_done``: whether some env is done (None: look).
@@ -101,7 +117,9 @@ class ResultMaker:
             copiers = self._copiers
             if copiers is None:
                 copiers = self._copiers = [copier_for(a) for a in (buf.obs, buf.state, buf.final_obs, buf.final_state)]
-            obs = copiers[0](buf.obs)
+            obs, self._fresh_obs = self._fresh_obs, None
+            if obs is None:
+                obs = copiers[0](buf.obs)
             state = None if buf.state is None else copiers[1](buf.state)
         final: tuple[Any, Any, Any, Any] = (None, None, None, None)
         if self._keeps_final:
@@ -146,9 +164,11 @@ class ResultMaker:
                 return (copiers[2](buf.final_obs),
                         None if buf.final_state is None else copiers[3](buf.final_state),
                         None if avail is None else avail.copy(), buf.final_acting.copy())
-        if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
-            self._final_zeros = zeros_makers(list(sources))
-        outs = self._final_zeros()
+        outs, self._ready_zeros = self._ready_zeros, None
+        if outs is None:
+            if self._final_zeros is None:  # shapes and dtypes, read once: this runs on most steps
+                self._final_zeros = zeros_makers(list(sources))
+            outs = self._final_zeros()
         if any_done:
             copiers = cast(list, self._copiers)
             outs = _with_rows(outs, sources, buf.done, (copiers[2], copiers[3], _copy, _copy))

@@ -121,14 +121,24 @@ class AleVectorStepper(EngineStepper):
         self._action_buffer = np.zeros(engine.k, dtype=np.int32)
         self._at_limit = np.zeros(engine.k, dtype=bool)
         self._stack_size = engine.stack_size
+        self._obs_block_shape = block.obs.shape
+        self._fresh: np.ndarray | None = None  # the last step's engine array, equal to the rows
         self._rows_obs = self._obs.reshape(engine.k, engine.stack_size, *engine.reset_frame.shape[1:])
         assert np.shares_memory(self._rows_obs, self._obs), "the rows' stack view must not be a copy"
 
     def step_group(self, infos: list[dict[str, Any]]) -> None:
         engine = self.engine
         actions = self._action_buffer
+        self._fresh = None
         np.copyto(actions, self._actions, casting="unsafe")  # validated by the VecEnv: in range
         self._send(actions, engine.paddle)
+        # While the engine's threads step: what does not need their results (the main
+        # thread would wait in recv; work after it delays the next send, and the threads'
+        # wake-up with it).
+        infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
+        engine.has_reset_frame.fill(False)
+        if self.while_stepping is not None:
+            self.while_stepping()
         obs, reward, terminated, truncated, info = self._recv()
         padded = engine.pad_young(obs) if engine.young else None
         engine.score += reward
@@ -143,11 +153,14 @@ class AleVectorStepper(EngineStepper):
             np.logical_or(truncated, self._at_limit, out=self._truncated)
         else:
             self._truncated[...] = truncated
-        engine.has_reset_frame.fill(False)
         if np.count_nonzero(terminated) or np.count_nonzero(truncated):  # ale_vector reset these slots itself
             self._ended(obs, np.flatnonzero(terminated | truncated), info["final_obs"], padded)
         self._rows_obs[...] = obs  # one contiguous copy of the stacks into the rows
-        infos[:] = map(dict, itertools.repeat((), engine.k))  # k fresh empty dicts, at C speed
+        self._fresh = obs  # the engine's own fresh array: a copy=True result may take it (take_obs)
+
+    def take_obs(self) -> np.ndarray | None:
+        fresh, self._fresh = self._fresh, None
+        return None if fresh is None else fresh.reshape(self._obs_block_shape)
 
     def _ended(self, obs: np.ndarray, ended: np.ndarray, final: np.ndarray, padded: dict[int, int] | None) -> None:
         """Slots the engine reset within the step: their row gets the episode's last stack
