@@ -117,12 +117,13 @@ def _marl_vec_pong(n: int, engine: str, copy: bool = True, **kwargs):
     return venv.step, venv.close
 
 
-def _ale_vector_direct(n: int, threads: int):
+def _ale_vector_direct(n: int, threads: int, **options):
+    """``options``: ``autoreset_mode="SameStep", reward_clipping=False`` are what our engine asks for."""
     from ale_py.vector_env import AtariVectorEnv
 
+    options = {"reward_clipping": True, **options}
     env = AtariVectorEnv("pong", n, num_threads=threads, noop_max=30, frameskip=4, img_height=84, img_width=84,
-                         grayscale=True, stack_num=4, repeat_action_probability=0.25, reward_clipping=True,
-                         use_fire_reset=False)
+                         grayscale=True, stack_num=4, repeat_action_probability=0.25, use_fire_reset=False, **options)
     env.reset(seed=0)
     return (lambda a: env.step(a[:, 0])), env.close
 
@@ -137,7 +138,8 @@ def _envpool_direct(n: int, threads: int):
     return (lambda a: env.step(a[:, 0])), env.close
 
 
-def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
+def engines(n: int, seconds: float, rounds: int, threads: int = 2, same_step: bool = False,
+            only: str | None = None) -> list[str]:
     """The engine comparison (see the module docstring); returns the report lines."""
     import importlib.util
     import os
@@ -148,13 +150,19 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
         Timed(f"DummyVecEnv, ale_vector {threads}t (auto)", lambda: _marl_vec_pong(n, "ale_vector", engine_threads=threads)),
         Timed(f"AtariVectorEnv direct {threads}t", lambda: _ale_vector_direct(n, threads)),
     ]
+    if same_step:  # the engine alone with the options our contract asks of it
+        cases.append(Timed(f"AtariVectorEnv direct {threads}t same-step", lambda: _ale_vector_direct(
+            n, threads, autoreset_mode="SameStep", reward_clipping=False)))
     if importlib.util.find_spec("envpool") is not None:
         cases.append(Timed(f"EnvPool direct {threads}t", lambda: _envpool_direct(n, threads)))
         cases.append(Timed(f"DummyVecEnv, envpool {threads}t", lambda: _marl_vec_pong(n, "envpool", engine_threads=threads)))
         cases.append(Timed(f"DummyVecEnv, envpool {threads}t copy=False", lambda: _marl_vec_pong(n, "envpool", copy=False, engine_threads=threads)))
+    if only:  # a subset by name, e.g. "ale_vector,AtariVectorEnv": ours on ale_vector and the engine alone
+        cases = [c for c in cases if any(part.strip().lower() in c.name.lower() for part in only.split(","))]
     actions = np.random.default_rng(0).integers(0, 6, size=(1024, n, 1)).astype(np.int32)
     times = np.zeros(200_000)
     cpu: dict[str, list[float]] = {c.name: [] for c in cases}
+    load_at_start = os.getloadavg()[0]
     for r in range(rounds):
         # Interleaved: every candidate once per round, in reverse order every other round, so
         # that a load that drifts during a round favours no candidate.
@@ -179,11 +187,13 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
             c.latencies.append(float(np.median(times[:k])))
             cpu[c.name].append(1e6 * cpu_used / (k * n))
     rate = {c.name: float(np.median(c.rates)) for c in cases}
-    base = rate[cases[0].name]
+    base = rate[cases[0].name]  # the plain loop, unless --only left it out
     load = os.getloadavg()
     lines = [f"{ENV_ID} x {n}, DQN preprocessing, wall time, {rounds} interleaved rounds of {seconds:g} s, medians "
-             f"(load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores)"]
-    lines.append(f"  {'candidate':<36} {'env-steps/s':>12} {'vs plain':>9} {'step latency':>13} {'CPU/env-step':>13}")
+             f"(load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {load_at_start:.2f} at the start, "
+             f"{os.cpu_count()} cores)"]
+    versus = "vs plain" if cases[0].name.startswith("plain") else "vs first"
+    lines.append(f"  {'candidate':<36} {'env-steps/s':>12} {versus:>9} {'step latency':>13} {'CPU/env-step':>13}")
     for c in cases:
         lines.append(f"  {c.name:<36} {rate[c.name]:>12,.0f} {rate[c.name] / base:>8.2f}x "
                      f"{1e3 * float(np.median(c.latencies)):>10.3f} ms {float(np.median(cpu[c.name])):>10.0f} us")
@@ -194,15 +204,23 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2) -> list[str]:
         rates = np.median(np.array(ours.rates) / np.array(ref.rates))
         latency = np.median(np.array(ours.latencies) / np.array(ref.latencies))
         cpu_ratio = np.median(np.array(cpu[ref.name]) / np.array(cpu[ours.name]))
+        per_round = np.array(ours.rates) / np.array(ref.rates)
         return (f"  {ours.name} / {ref.name}: throughput {rates:.2f}x, latency {latency:.2f}x, "
-                f"env-steps per CPU second {cpu_ratio:.2f}x (per round: "
-                + ", ".join(f"{a / b:.2f}" for a, b in zip(ours.rates, ref.rates)) + ")")
+                f"env-steps per CPU second {cpu_ratio:.2f}x ({int(np.sum(per_round >= 0.97))} of {len(per_round)} "
+                "rounds >= 0.97x; per round: " + ", ".join(f"{x:.2f}" for x in per_round) + ")")
 
-    for ref in cases[3:5]:
-        lines.append(paired(cases[2], ref))
-    if len(cases) > 5:
-        lines.append(paired(cases[5], cases[4]))
-        lines.append(paired(cases[6], cases[4]))
+    by_name = {c.name: c for c in cases}
+    ours_ale = by_name.get(f"DummyVecEnv, ale_vector {threads}t (auto)")
+    envpool_direct = by_name.get(f"EnvPool direct {threads}t")
+    pairs = [(ours_ale, by_name.get(f"AtariVectorEnv direct {threads}t")),
+             (ours_ale, by_name.get(f"AtariVectorEnv direct {threads}t same-step")),
+             (by_name.get(f"AtariVectorEnv direct {threads}t same-step"), by_name.get(f"AtariVectorEnv direct {threads}t")),
+             (ours_ale, envpool_direct),
+             (by_name.get(f"DummyVecEnv, envpool {threads}t"), envpool_direct),
+             (by_name.get(f"DummyVecEnv, envpool {threads}t copy=False"), envpool_direct)]
+    for ours, ref in pairs:
+        if ours is not None and ref is not None:
+            lines.append(paired(ours, ref))
     print("\n".join(lines))
     return lines
 
@@ -217,10 +235,15 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--engines", action="store_true", help="compare the C++ engines (see the module docstring)")
     parser.add_argument("--rounds", type=int, default=3, help="--engines: interleaved rounds")
     parser.add_argument("--threads", type=int, default=2, help="--engines: threads of each engine")
+    parser.add_argument("--same-step", action="store_true",
+                        help="--engines: add AtariVectorEnv used directly with our contract's options "
+                             "(same-step autoreset, raw rewards): the engine's own cost of them")
+    parser.add_argument("--only", help="--engines: candidates whose names contain one of these "
+                                       "comma-separated words (e.g. 'ale_vector,AtariVectorEnv')")
     args = parser.parse_args(argv)
     n = args.num_envs
     if args.engines:
-        return engines(n, args.seconds, args.rounds, args.threads)
+        return engines(n, args.seconds, args.rounds, args.threads, args.same_step, args.only)
     actions = np.random.default_rng(0).integers(0, 6, size=(256, n, 1))
     lines: list[str] = []
     for kind in OBS_KINDS if args.obs == "both" else (args.obs,):
