@@ -8,16 +8,16 @@ native step per group step, then a handful of whole-group numpy writes into the
 batch buffers (no per-env Python unless an episode ended). Each group (a
 DummyVecEnv, a SubprocVecEnv worker's block, a Ray actor's block) builds its own
 engine over its envs, with its own threads, when the group is built; an adapter
-reset outside a group gets a private engine of one. ale-py pads a reset stack
-with zeros, so it is asked for single frames and the stacks are kept here,
-padded with the reset frame as on the python path; EnvPool pads as we do and
-keeps the stacks itself.
+reset outside a group gets a private engine of one. Both engines keep the frame
+stacks; ale-py pads a reset stack with zeros, which its stepper replaces with
+the reset frame (as on the python path) for the first steps of an episode;
+EnvPool pads as we do.
 
 How our contract maps onto the engines:
 
 - ``ale_vector`` runs in its ``SameStep`` autoreset mode: an env that ends is
-  reset at once, its last frame in ``info["final_obs"]``. The stepper writes that
-  last frame into the row (what a step writes) and keeps the reset one; the
+  reset at once, its last stack in ``info["final_obs"]``. The stepper writes that
+  last stack into the row (what a step writes) and keeps the reset frame; the
   group's autoreset then calls the adapter's ``reset``, which writes it.
   ``reset`` with a seed, or of an env that did not just end, resets the slot in
   the engine (seed -1 continues the slot's own random stream).
