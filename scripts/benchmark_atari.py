@@ -25,7 +25,10 @@ engine's threads run beside the measured one. Besides the medians, each pair (ou
 over an engine against that engine used directly) is compared round by round: the
 median of the per-round ratios, and the ratio of CPU time (every thread of this
 process) per env-step, which other jobs on a shared machine disturb less than wall
-time. Report ``uptime`` beside it: the machine is shared.
+time. Report ``uptime`` beside it: the machine is shared. ``--same-step`` adds
+``AtariVectorEnv`` used directly with the options our engine asks of it (same-step
+autoreset, raw rewards): the engine's own cost of our contract. ``--only`` runs the
+candidates whose names contain one of the given words (``--only ale_vector,AtariVectorEnv``).
 """
 
 from __future__ import annotations
