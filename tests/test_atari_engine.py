@@ -275,33 +275,6 @@ def test_config_engine_option_and_one_engine_per_group():
         assert venv.group.adapters[2].engine.config.threads == 2  # noqa: SLF001
 
 
-def test_copy_results_own_their_arrays_where_the_engine_hands_out_its_own():
-    """copy=True on the engine: a step where no env ended hands out the engine's fresh
-    observation array (not a copy of the rows); every returned array is the caller's own,
-    shares memory with no other, and no later step changes it."""
-    import itertools
-
-    venv = mv.DummyVecEnv([engine_fn(max_num_frames_per_episode=8)] * 2, env_seed=3)  # 2-step episodes
-    results = [venv.reset()]
-    for a in random_actions(12, 2, 4):
-        results.append(venv.step(a))
-    kept = [(r.obs.copy(), r.state.copy()) for r in results]
-    for _ in range(4):  # later steps (and their handed-out arrays) leave the kept results alone
-        venv.step(np.zeros((2, 1), np.int64))
-    venv.close()
-    handed = [not r.obs.flags.owndata for r in results[1:]]
-    assert any(handed) and not all(handed)  # both kinds of step occurred
-    for r, handed_out in zip(results[1:], handed):
-        assert handed_out == (not r.done.any())  # handed out only where no env ended
-    arrays = [(t, name, getattr(r, name)) for t, r in enumerate(results)
-              for name in ("obs", "state", "final_obs", "final_state") if getattr(r, name) is not None]
-    for (ta, na, a), (tb, nb, b) in itertools.combinations(arrays, 2):
-        assert not np.shares_memory(a, b), (ta, na, tb, nb)
-    for r, (obs, state) in zip(results, kept):
-        assert np.array_equal(r.obs, obs) and np.array_equal(r.state, state)
-        assert r.obs.flags.writeable
-
-
 def test_adapter_alone_runs_on_an_engine_of_one():
     env = engine_fn(noop_max=0, repeat_action_probability=0.0)()
     with mv.DummyVecEnv([python_fn(noop_max=0, repeat_action_probability=0.0)]) as venv:

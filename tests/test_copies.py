@@ -261,3 +261,35 @@ def test_final_rows_of_envs_not_done_are_blank(kind, backend):
             seen_done.append(r.done.tolist() if not pool else [bool(r.done[r.env_ids.tolist().index(i)]) for i in (0, 1)])
             _assert_blank_where_not_done(r, step)
         assert [k + 1 for k, d in enumerate(seen_done) if any(d)] == [3, 5, 6]
+
+
+def test_copy_results_own_their_arrays_where_the_engine_hands_out_its_own():
+    """copy=True on the engine: a step where no env ended hands out the engine's fresh
+    observation array (not a copy of the rows); every returned array is the caller's own,
+    shares memory with no other, and no later step changes it."""
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    pytest.importorskip("cv2", reason="the atari extra is not installed")
+    from marl_vec.envs.atari import make_atari
+
+    def engine_fn():  # 8 frames: episodes of 2 steps, so steps with and without ends
+        return make_atari("ALE/Breakout-v5", preprocess=True, engine="ale_vector", max_num_frames_per_episode=8)
+
+    venv = mv.DummyVecEnv([engine_fn] * 2, env_seed=3)
+    results = [venv.reset()]
+    for a in np.random.default_rng(0).integers(0, 4, size=(12, 2, 1)):
+        results.append(venv.step(a))
+    kept = [(r.obs.copy(), r.state.copy()) for r in results]
+    for _ in range(4):  # later steps (and their handed-out arrays) leave the kept results alone
+        venv.step(np.zeros((2, 1), np.int64))
+    venv.close()
+    handed = [not r.obs.flags.owndata for r in results[1:]]
+    assert any(handed) and not all(handed)  # both kinds of step occurred
+    for r, handed_out in zip(results[1:], handed):
+        assert handed_out == (not r.done.any())  # handed out only where no env ended
+    arrays = [(t, name, getattr(r, name)) for t, r in enumerate(results)
+              for name in ("obs", "state", "final_obs", "final_state") if getattr(r, name) is not None]
+    for (ta, na, a), (tb, nb, b) in itertools.combinations(arrays, 2):
+        assert not np.shares_memory(a, b), (ta, na, tb, nb)
+    for r, (obs, state) in zip(results, kept):
+        assert np.array_equal(r.obs, obs) and np.array_equal(r.state, state)
+        assert r.obs.flags.writeable
