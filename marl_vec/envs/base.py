@@ -66,7 +66,7 @@ class GroupStepper:
         block: the group's rows of every field, leading env axis (``BatchBuffers.block``).
     """
 
-    # Set by the group (EnvGroup.while_stepping): the backend's work that needs nothing of
+    # Set by the group (EnvGroup.run_while_stepping): the backend's work that needs nothing of
     # the step's results. A stepper whose native engine steps on threads of its own calls
     # it while they run (the caller would wait for them anyway); the others ignore it.
     while_stepping: Callable[[], None] | None = None
