@@ -258,3 +258,22 @@ def test_an_action_out_of_bounds_is_refused_before_any_agent_moves(backend):
             raw = venv.group.adapters[0].env.unwrapped
             assert raw.agent_selection == "agent_0"
             assert before.obs.shape == (1, 3, 18)
+
+
+def test_set_attr_of_a_new_aec_env_is_stepped_through_it():
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    moves = []
+
+    class Counting(BaseWrapper):
+        def step(self, action):
+            moves.append(action)
+            super().step(action)
+
+    module = importlib.import_module("mpe2.simple_spread_v3")
+    with mv.DummyVecEnv([module.parallel_env], env_seed=0) as venv:
+        venv.reset()
+        venv.set_attr("aec_env", [Counting(module.env())])
+        venv.reset()
+        venv.step(np.array([[1, 2, 3]]))
+    assert moves == [1, 2, 3]

@@ -78,16 +78,19 @@ class AECParallelAdapter(PettingZooAdapter):
 
     def __init__(self, env: Any):
         super().__init__(env)
-        from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, ClipOutOfBoundsWrapper, OrderEnforcingWrapper
-
-        aec = env.aec_env
-        self._aec = aec
-        self._raw = state_holder(aec)  # where agents, rewards, flags and infos are read
         action = self.spec.action
         # Discrete bounds are checked here (what AssertOutOfBoundsWrapper's contains() checks).
         self._bounds = None
         if isinstance(action, DiscreteAction) and self._nvec is None:
             self._bounds = {agent: (action.start, action.start + n) for agent, n in zip(self.agent_ids, self._n_native)}
+        self._find_the_way_in()
+
+    def _find_the_way_in(self) -> None:
+        """Where the AEC env's state is read, moves and observations go (again after set_attr)."""
+        from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, ClipOutOfBoundsWrapper, OrderEnforcingWrapper
+
+        aec = self.env.aec_env
+        self._raw = state_holder(aec)  # where agents, rewards, flags and infos are read
         checks: tuple[type, ...] = (OrderEnforcingWrapper,)
         if self._bounds is not None:
             checks += (AssertOutOfBoundsWrapper,)
@@ -95,7 +98,11 @@ class AECParallelAdapter(PettingZooAdapter):
         # Observing passes through every wrapper PettingZoo itself applies (none changes it).
         self._observe = _below(aec, (OrderEnforcingWrapper, AssertOutOfBoundsWrapper, ClipOutOfBoundsWrapper)).observe
         # The observation last() computes before each move, which the wrapper discards.
-        self._observe_before_move = not _observe_changes_nothing(env.unwrapped)
+        self._observe_before_move = not _observe_changes_nothing(self.env.unwrapped)
+
+    def set_native_attr(self, name: str, value: Any) -> None:
+        super().set_native_attr(name, value)
+        self._find_the_way_in()  # the value may be a new AEC env or wrapper under the parallel one
 
     def _check_bounds(self, native: dict[str, Any]) -> None:
         bounds = self._bounds

@@ -107,8 +107,8 @@ class ScreenAdapter(AECParallelAdapter):
         ('ScreenAdapter', (1, 280, 480, 3))
     """
 
-    def __init__(self, env: Any):
-        super().__init__(env)
+    def _find_the_way_in(self) -> None:
+        super()._find_the_way_in()
         # screen_path_applies found the library's observe: reading the screen changes nothing.
         self._observe_before_move = False
 
