@@ -84,7 +84,6 @@ class ActionWriter:
     def _validate(self, actions: np.ndarray) -> None:
         if actions.shape != self._actions_shape:
             raise self._shape_error(actions, self._actions_shape, self._leaf_checks[0][1])
-        mask = self.buffers.movers()
         if self._discrete:
             if actions.dtype.kind not in "iu":
                 raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
@@ -92,7 +91,7 @@ class ActionWriter:
                 return
         # Raises for the first live agent whose action is wrong; quiet when only dead
         # agents' actions were off (those are ignored).
-        self._leaf_checks[0][1](actions, mask, self.buffers.avail_actions)
+        self._leaf_checks[0][1](actions, self.buffers.movers(), self.buffers.avail_actions)
 
     def _shape_error(self, actions: np.ndarray, shape: tuple[int, ...], check: LeafCheck,
                      call: str = "") -> ValueError:

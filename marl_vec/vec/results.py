@@ -142,12 +142,15 @@ class ResultMaker:
         the difference.
         """
         avail = buf.final_avail_actions
+        every = False
         if any_done:
             done = buf.done
-            rows = None if np.count_nonzero(done) == done.size else ~done
+            every = np.count_nonzero(done) == done.size
+            if self._obs_is_tree or self._objects_out:  # the others copy rows (_with_rows): no mask needed
+                rows = None if every else ~done
 
-            def fresh(array: np.ndarray, copier: Callable[[np.ndarray], np.ndarray] = _copy) -> np.ndarray:
-                return blank_rows(copier(array), rows)
+                def fresh(array: np.ndarray, copier: Callable[[np.ndarray], np.ndarray] = _copy) -> np.ndarray:
+                    return blank_rows(copier(array), rows)
         if self._obs_is_tree:
             if not any_done:
                 fresh = _zeros_like
@@ -159,7 +162,7 @@ class ResultMaker:
             if self._objects_out:
                 return (fresh(buf.final_obs), None if buf.final_state is None else fresh(buf.final_state),
                         None if avail is None else fresh(avail), fresh(buf.final_acting))
-            if rows is None:  # every env finished: whole copies (large ones into dropped memory)
+            if every:  # every env finished: whole copies (large ones into dropped memory)
                 copiers = cast(list, self._copiers)  # set by _result before
                 return (copiers[2](buf.final_obs),
                         None if buf.final_state is None else copiers[3](buf.final_state),
