@@ -98,6 +98,16 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             trainer's next command then finds it awake, which saves the kernel's
             wake-up; the cost is up to that much CPU a step per worker, so use it
             where each worker has a core of its own (see docs/backends/subproc.md).
+            This process then also polls for the workers' answers for up to
+            ``spin_us`` before it sleeps (in ``step``, every other command and the
+            async pool's ``recv``), but only where it has a core to spare:
+            ``num_workers`` below the usable cores (as with ``step_in_main``'s
+            default, usable cores - 1); else it would take a core from a worker
+            still stepping. ``main_spins`` says whether it does.
+
+    Attributes:
+        main_spins: whether this process polls for answers before it sleeps
+            (``spin_us > 0`` and ``num_workers`` < usable cores).
     """
 
 
@@ -155,6 +165,10 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self._restart_on_error, self._num_envs = restart_on_error, num_envs
         self.step_in_main = step_in_main
         self._spin = float(spin_us) * 1e-6
+        # This process spins only on a core no worker needs: one a spinning wait would
+        # otherwise take from a worker still stepping (2 workers on 2 cores: 0.71x).
+        self.main_spins = spin_us > 0 and num_workers < _cpu_count()
+        self._main_spin = self._spin if self.main_spins else 0.0
         self.worker_restarts = [0] * (num_workers + local)  # dead workers replaced, per block
         self._blocks = _blocks(num_envs, num_workers + local)  # the main process's block last
         self._init_pool(batch_size, num_envs, self._blocks)

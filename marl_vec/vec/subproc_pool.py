@@ -34,6 +34,7 @@ class SubprocPool:
     _broken: WorkerError | None
     _pool_pollers: dict[tuple[int, ...], Any]  # workers in flight -> (select.poll, fd -> worker)
     _pool_readable: set[int]  # workers whose pipe the last poll found readable
+    _wait_events: Any  # SubprocTransport's: poll the workers' pipes and sentinels (spinning first)
 
     def _pool_check_usable(self) -> None:
         if self._broken is not None:
@@ -50,9 +51,8 @@ class SubprocPool:
 
     def _pool_answered(self, flying: list[int], timeout: float | None) -> list[int]:
         # select.poll directly, one poller per set of workers in flight (kept until a worker
-        # is replaced): multiprocessing's wait() builds a selector per call (~10x dearer).
-        poller, fds = self._poller(flying)
-        events = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
+        # is replaced), spinning first where this process has a core to spare, as a step's wait.
+        events, fds = self._wait_events(flying, timeout)
         answered, readable = set(), self._pool_readable
         readable.clear()  # only this poll's word counts: a pipe read in full must not be read again
         for fd, _ in events:
