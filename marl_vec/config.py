@@ -274,14 +274,16 @@ def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None
 
 
 def apply_choice(cfg: Config, choice: Mapping[str, Any]) -> Config:
-    """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``step_in_main`` and
-    ``engine``: a tuner's choice).
+    """``cfg`` run as ``choice`` (``backend``, ``num_workers``, optional ``step_in_main``,
+    ``spin_us`` and ``engine``: a tuner's choice).
 
-    A choice of ``dummy`` or ``ray`` drops ``vec.start_method``, which only ``subproc``
-    takes; a ``ray`` choice's worker count replaces ``vec.ray``'s own.
+    The choice sets every key the tuner chooses: ``step_in_main`` and ``spin_us`` it
+    lacks are off. A choice of ``dummy`` or ``ray`` drops ``vec.start_method``, which
+    only ``subproc`` takes; a ``ray`` choice's worker count replaces ``vec.ray``'s own.
     """
     update: dict[str, Any] = {"backend": choice["backend"], "num_workers": choice.get("num_workers"),
-                              "step_in_main": bool(choice.get("step_in_main", False))}
+                              "step_in_main": bool(choice.get("step_in_main", False)),
+                              "spin_us": float(choice.get("spin_us") or 0.0)}
     if choice["backend"] != "subproc":
         update["start_method"] = None
     if choice["backend"] == "ray":

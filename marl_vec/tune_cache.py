@@ -1,8 +1,8 @@
 """Where ``marl-vec tune`` keeps its results, and what ``backend: auto`` makes of them.
 
 A result is kept per config and machine: the key hashes the config without the
-keys the tuner chooses (``vec.backend``, ``vec.num_workers``, a family's
-``env.kwargs.engine``) and without its ``run`` section, so that a config tuned
+keys the tuner chooses (``vec.backend``, ``vec.num_workers``, ``vec.step_in_main``,
+``vec.spin_us``, a family's ``env.kwargs.engine``) and without its ``run`` section, so that a config tuned
 with ``backend: dummy`` is found again with ``backend: auto``; and the machine's
 cpu count, platform and the marl_vec version. The files are JSON under
 ``~/.cache/marl_vec/tune/`` (``$MARL_VEC_TUNE_CACHE`` moves them, tests use it).
@@ -32,7 +32,7 @@ from typing import Any, Mapping
 CACHE_ENV = "MARL_VEC_TUNE_CACHE"
 # The vec keys the tuner chooses; a config's other vec keys are part of what it measures
 # (and so is an engine the config names: the tuner tries engines only where it names none or auto).
-TUNED_VEC_KEYS = ("backend", "num_workers")
+TUNED_VEC_KEYS = ("backend", "num_workers", "step_in_main", "spin_us")
 ENGINE_KEY = "engine"  # env.kwargs.engine, for families that offer engines (registry's Family.engines)
 # `backend: auto` without a tune result: one process, no workers. On a cheap env (most MARL
 # envs step in microseconds) workers only add messaging, and dummy needs no cores to itself.
@@ -104,12 +104,19 @@ def load(data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _valid_choice(choice: Any) -> bool:
-    """A choice the tuner makes: dummy, or subproc or ray with a worker count (and maybe an engine name)."""
+    """A choice the tuner makes: dummy, or subproc or ray with a worker count (and maybe an engine
+    name); or subproc with a block in this process (``step_in_main``) and both sides spinning
+    (``spin_us`` in (0, 1e6]), the two together."""
     if not isinstance(choice, dict) or choice.get("backend") not in ("dummy", "subproc", "ray"):
         return False
     workers = choice.get("num_workers")
     if (choice["backend"] == "dummy") != (workers is None):
         return False
+    if "step_in_main" in choice or "spin_us" in choice:
+        spin = choice.get("spin_us")
+        if (choice["backend"] != "subproc" or choice.get("step_in_main") is not True or isinstance(spin, bool)
+                or not isinstance(spin, (int, float)) or not 0 < spin <= 1e6):
+            return False
     return (workers is None or (isinstance(workers, int) and workers >= 1)) and isinstance(choice.get("engine", ""), str)
 
 
@@ -124,14 +131,20 @@ def save(data: Mapping[str, Any], result: Mapping[str, Any]) -> Path:
 
 
 def describe_choice(choice: Mapping[str, Any]) -> str:
-    """``subproc, 2 workers`` / ``dummy`` / ``dummy, engine ale_vector``.
+    """``subproc, 2 workers`` / ``dummy`` / ``dummy, engine ale_vector`` / ``subproc, 1 worker + main, spin_us=300``.
 
     >>> describe_choice({"backend": "subproc", "num_workers": 2, "engine": "python"})
     'subproc, 2 workers, engine python'
+    >>> describe_choice({"backend": "subproc", "num_workers": 1, "step_in_main": True, "spin_us": 300})
+    'subproc, 1 worker + main, spin_us=300'
     """
     text = str(choice["backend"])
     if choice.get("num_workers"):
         text += f", {choice['num_workers']} worker{'s' if choice['num_workers'] != 1 else ''}"
+    if choice.get("step_in_main"):
+        text += " + main"
+    if choice.get("spin_us"):
+        text += f", spin_us={choice['spin_us']:g}"
     if choice.get("engine"):
         text += f", engine {choice['engine']}"
     return text
@@ -144,8 +157,8 @@ PROCESS_OPTIONS = ("num_workers", "start_method", "batch_size", "step_in_main", 
 def resolve_auto(data: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
     """What ``backend: auto`` becomes for this config: ``(choice, message, tuned)``.
 
-    ``choice`` has ``backend`` and ``num_workers`` (and ``engine`` where the tuner chose
-    one): the cached tune result for this config on this machine (``tuned`` True), else
+    ``choice`` has ``backend`` and ``num_workers`` (and ``engine``, ``step_in_main``,
+    ``spin_us`` where the tuner chose them): the cached tune result for this config on this machine (``tuned`` True), else
     :data:`AUTO_DEFAULT`, or ``subproc`` where the config sets an option only worker
     processes take (``num_workers``, ``batch_size``, ...). The message says which.
     """
@@ -159,7 +172,7 @@ def resolve_auto(data: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
     asked = [key for key in PROCESS_OPTIONS if vec.get(key)]
     if asked:
         choice = {"backend": "subproc", "num_workers": vec.get("num_workers"),
-                  "step_in_main": bool(vec.get("step_in_main"))}
+                  "step_in_main": bool(vec.get("step_in_main")), "spin_us": vec.get("spin_us") or 0.0}
         return choice, (f"marl_vec: backend auto -> {describe_choice(choice)} (no tune result for this config on "
                         f"this machine; vec.{asked[0]} asks for worker processes)"), False
     return dict(AUTO_DEFAULT), ("marl_vec: backend auto -> dummy (no tune result for this config on this machine, "

@@ -2,7 +2,10 @@
 
 It measures, for the config's ``num_envs``: in-process (``dummy``), and
 ``subproc`` with 1, 2, 4, ... workers up to the usable cores (the envs split
-evenly over them), and for a family with engines (Atari) each engine, unless
+evenly over them), ``subproc`` with usable cores - 1 workers and a block stepped in
+this process, both sides polling :data:`MAIN_SPIN_US` before they sleep
+(``step_in_main``, ``spin_us``; on 2 cores or more, for 2 envs or more, without
+the async pool), and for a family with engines (Atari) each engine, unless
 the config names one; and ``ray`` (RayVecEnv, an actor per usable core) when
 asked (``ray=True``, ``--ray``) or when the config is a Ray one (``backend: ray``
 or a ``vec.ray.address``), if ray is installed (else that row is skipped with
@@ -45,20 +48,30 @@ DEFAULT_SECONDS = 3.0
 # instead: the difference is within a measurement's noise, and fewer processes hold less memory.
 MARGIN = 0.05
 WARMUP_FRACTION = 0.1  # of a measurement's seconds, stepped before the clock starts (first resets, caches)
+# spin_us of the "workers + main" candidate: longer than a wake-up on a VM (150-250 us), so
+# that a cheap env's answer (CartPole x 64: ~420 us a batch step) is mostly caught awake.
+MAIN_SPIN_US = 300
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to run the config: a backend, its worker count, and an engine (None: the config's)."""
+    """One way to run the config: a backend, its worker count, and an engine (None: the config's);
+    for ``subproc``, whether this process steps a block (``step_in_main``) and ``spin_us``."""
 
     backend: str
     num_workers: int | None = None
     engine: str | None = None
+    step_in_main: bool = False
+    spin_us: float = 0.0
 
     @property
     def choice(self) -> dict[str, Any]:
-        """The keys ``backend: auto`` and ``--write`` set."""
+        """The keys ``backend: auto`` and ``--write`` set (``step_in_main``, ``spin_us`` only when set)."""
         out: dict[str, Any] = {"backend": self.backend, "num_workers": self.num_workers}
+        if self.step_in_main:
+            out["step_in_main"] = True
+        if self.spin_us:
+            out["spin_us"] = self.spin_us
         if self.engine is not None:
             out["engine"] = self.engine
         return out
@@ -143,8 +156,10 @@ class TuneResult:
             raise ValueError("no candidate was measured")
         top = max(r.rate for r in measured)
         close = [r for r in measured if r.rate >= (1 - MARGIN) * top]
-        # Ray's own processes (GCS, raylet) come on top of its actors: at a tie, subproc wins
-        return min(close, key=lambda r: (r.candidate.num_workers or 0, r.candidate.backend == "ray", -r.rate))
+        # Ray's own processes (GCS, raylet) come on top of its actors: at a tie, subproc wins;
+        # and at the same worker count, one that does not spin (it burns no CPU waiting)
+        return min(close, key=lambda r: (r.candidate.num_workers or 0, r.candidate.backend == "ray",
+                                         r.candidate.spin_us > 0, -r.rate))
 
     @property
     def choice(self) -> dict[str, Any]:
@@ -160,9 +175,9 @@ class TuneResult:
         for key, value in vec.items():
             if key == "backend":
                 out["backend"] = choice["backend"]
-                if choice["num_workers"] is not None:
-                    out["num_workers"] = choice["num_workers"]
-            elif key != "num_workers" and not (key == "start_method" and choice["backend"] != "subproc"):
+                out.update((k, choice[k]) for k in ("num_workers", "step_in_main", "spin_us")
+                           if choice.get(k) is not None)
+            elif key not in tune_cache.TUNED_VEC_KEYS and not (key == "start_method" and choice["backend"] != "subproc"):
                 out[key] = value
         return out
 
@@ -232,11 +247,14 @@ class TuneInterrupted(KeyboardInterrupt):
 
 
 def _layout(candidate: Candidate, num_envs: int) -> str:
-    """``2 x 4`` (workers x envs per worker), ``2 x 3-4`` when uneven, ``- x 8`` in this process."""
+    """``2 x 4`` (workers x envs per worker), ``2 x 3-4`` when uneven, ``- x 8`` in this process,
+    ``1+1 x 4`` for a worker and a block in this process (``step_in_main``)."""
     if candidate.num_workers is None:
         return f"- x {num_envs}"
-    low, extra = divmod(num_envs, candidate.num_workers)
-    return f"{candidate.num_workers} x {low}" + (f"-{low + 1}" if extra else "")
+    blocks = candidate.num_workers + candidate.step_in_main
+    low, extra = divmod(num_envs, blocks)
+    workers = f"{candidate.num_workers}+1" if candidate.step_in_main else f"{candidate.num_workers}"
+    return f"{workers} x {low}" + (f"-{low + 1}" if extra else "")
 
 
 def usable_cores() -> int:
@@ -290,6 +308,9 @@ def candidates(cfg: Config, cores: int, ray: bool = False) -> list[Candidate]:
             out.append(Candidate("dummy", None, engine))
         counts = worker_counts(cfg.vec.num_envs, cores)
         out += [Candidate("subproc", n, engine) for n in counts]
+        if cores >= 2 and cfg.vec.num_envs >= 2 and cfg.vec.batch_size is None:  # step_in_main: no async pool
+            workers = max(1, min(cores, cfg.vec.num_envs) - 1)
+            out.append(Candidate("subproc", workers, engine, step_in_main=True, spin_us=MAIN_SPIN_US))
         if ray:
             out.append(Candidate("ray", counts[-1], engine))
     return out
@@ -371,7 +392,8 @@ def write_back(source: Any, choice: Mapping[str, Any], overrides: Mapping[str, A
     path = _write_target(source)
     updates: dict[tuple[str, ...], Any] = {tuple(key.split(".")): value for key, value in (overrides or {}).items()}
     updates[("vec", "backend")] = choice["backend"]
-    updates[("vec", "num_workers")] = DELETE if choice.get("num_workers") is None else choice["num_workers"]
+    for key in ("num_workers", "step_in_main", "spin_us"):  # what the choice does not set goes
+        updates[("vec", key)] = DELETE if choice.get(key) in (None, False, 0) else choice[key]
     if choice["backend"] != "subproc":  # only subproc takes a start method
         updates[("vec", "start_method")] = DELETE
     if choice.get("engine"):

@@ -32,7 +32,10 @@ def cache_dir(tmp_path, monkeypatch):
 def test_every_choice_is_measured_with_sane_figures(capsys):
     result = mv.tune(CARTPOLE, seconds=SECONDS, progress=False)
     cfg = load_config(CARTPOLE)
-    expected = [Candidate("dummy")] + [Candidate("subproc", n) for n in worker_counts(4, usable_cores())]
+    cores = usable_cores()
+    expected = [Candidate("dummy")] + [Candidate("subproc", n) for n in worker_counts(4, cores)]
+    if cores >= 2:  # workers and this process stepping, both spinning
+        expected.append(Candidate("subproc", min(cores, 4) - 1, step_in_main=True, spin_us=tuner.MAIN_SPIN_US))
     assert [r.candidate for r in result.rows] == expected == candidates(cfg, usable_cores())
     for row in result.rows:
         assert row.skipped is None and not row.interrupted
@@ -75,6 +78,10 @@ def test_the_fastest_wins_unless_fewer_processes_come_within_the_margin():
     # within 5 %: the choice with fewer processes
     assert _result(_row(dummy, 1000), _row(one, 900), _row(two, 1040)).choice == {"backend": "dummy", "num_workers": None}
     assert _result(_row(dummy, 500), _row(one, 1000), _row(two, 1040)).choice == {"backend": "subproc", "num_workers": 1}
+    # at the same worker count a choice that spins wins only beyond the margin (it burns CPU waiting)
+    main = Candidate("subproc", 1, step_in_main=True, spin_us=300)
+    assert _result(_row(one, 1000), _row(main, 1040)).best.candidate == one
+    assert _result(_row(one, 1000), _row(main, 1200), _row(two, 1240)).best.candidate == main
     skipped = Row(Candidate("dummy", engine="envpool"), skipped="not installed")
     result = _result(skipped, _row(Candidate("dummy", engine="python"), 10))
     assert result.choice == {"backend": "dummy", "num_workers": None, "engine": "python"}
@@ -89,13 +96,33 @@ def test_worker_counts_and_the_engines_of_atari():
     pong = load_config({"env": {"family": "atari", "id": "ALE/Pong-v5", "kwargs": {"preprocess": True}},
                         "vec": {"num_envs": 8}})
     got = candidates(pong, 2)
-    assert [(c.engine, c.backend, c.num_workers) for c in got] == [
-        (engine, backend, n) for engine in ("python", "ale_vector", "envpool")
-        for backend, n in (("dummy", None), ("subproc", 1), ("subproc", 2))]
-    # an engine the config names is kept; the async pool (batch_size) needs workers
+    assert [(c.engine, c.backend, c.num_workers, c.step_in_main) for c in got] == [
+        (engine, backend, n, main) for engine in ("python", "ale_vector", "envpool")
+        for backend, n, main in (("dummy", None, False), ("subproc", 1, False), ("subproc", 2, False),
+                                 ("subproc", 1, True))]
+    # an engine the config names is kept; the async pool (batch_size) needs workers, each of its blocks
     named = load_config({**pong.model_dump(), "env": {**pong.env.model_dump(), "kwargs": {"engine": "python"}},
                          "vec": {"num_envs": 8, "batch_size": 4}})
     assert candidates(named, 2) == [Candidate("subproc", 1), Candidate("subproc", 2)]
+
+
+def test_the_workers_and_main_candidate():
+    main_spin = {"step_in_main": True, "spin_us": tuner.MAIN_SPIN_US}
+
+    def with_main(num_envs: int, cores: int) -> list[Candidate]:
+        cfg = load_config({**CARTPOLE, "vec": {"num_envs": num_envs}})
+        return [c for c in candidates(cfg, cores) if c.step_in_main]
+
+    assert with_main(8, 2) == [Candidate("subproc", 1, **main_spin)]
+    assert with_main(64, 8) == [Candidate("subproc", 7, **main_spin)]  # usable cores - 1 workers
+    assert with_main(3, 8) == [Candidate("subproc", 2, **main_spin)]  # a block each: 2 workers and this process
+    assert with_main(8, 1) == [] and with_main(1, 4) == []  # no core to spare, no second block
+    assert Candidate("subproc", 1, **main_spin).choice == {"backend": "subproc", "num_workers": 1, **main_spin}
+    assert Candidate("subproc", 1, **main_spin).label() == "subproc, 1 worker + main, spin_us=300"
+    assert tuner._layout(Candidate("subproc", 1, **main_spin), 5) == "1+1 x 2-3"
+    # a ray config measures the main candidate too, before Ray
+    ray_cfg = load_config({**CARTPOLE, "vec": {"num_envs": 4}})
+    assert [c.backend for c in candidates(ray_cfg, 2, ray=True)][-2:] == ["subproc", "ray"]
 
 
 def test_an_engine_that_cannot_run_is_skipped_with_its_reason(monkeypatch):
@@ -154,7 +181,7 @@ def test_backend_auto_is_a_config_value():
 
 def test_rounds_measure_every_choice_in_turns_and_show_the_spread(monkeypatch, capsys):
     order = []
-    rates = iter([100.0, 200.0, 300.0, 150.0, 250.0, 350.0])
+    rates = iter([100.0, 200.0, 300.0, 50.0, 150.0, 250.0, 350.0, 60.0])
 
     def fake_measure(cfg, candidate, seconds, progress=True, label=None):
         order.append((candidate.num_workers, label))
@@ -165,10 +192,11 @@ def test_rounds_measure_every_choice_in_turns_and_show_the_spread(monkeypatch, c
     monkeypatch.setattr(tuner, "usable_cores", lambda: 2)
     result = tune(CARTPOLE, seconds=SECONDS, rounds=2, progress=False)
     assert order == [(None, "dummy (round 1/2)"), (1, "subproc, 1 worker (round 1/2)"),
-                     (2, "subproc, 2 workers (round 1/2)"), (None, "dummy (round 2/2)"),
-                     (1, "subproc, 1 worker (round 2/2)"), (2, "subproc, 2 workers (round 2/2)")]
-    assert [r.rounds for r in result.rows] == [[100.0, 150.0], [200.0, 250.0], [300.0, 350.0]]
-    assert [r.rate for r in result.rows] == [125.0, 225.0, 325.0] and result.rounds == 2
+                     (2, "subproc, 2 workers (round 1/2)"), (1, "subproc, 1 worker + main, spin_us=300 (round 1/2)"),
+                     (None, "dummy (round 2/2)"), (1, "subproc, 1 worker (round 2/2)"),
+                     (2, "subproc, 2 workers (round 2/2)"), (1, "subproc, 1 worker + main, spin_us=300 (round 2/2)")]
+    assert [r.rounds for r in result.rows] == [[100.0, 150.0], [200.0, 250.0], [300.0, 350.0], [50.0, 60.0]]
+    assert [r.rate for r in result.rows] == [125.0, 225.0, 325.0, 55.0] and result.rounds == 2
     out = capsys.readouterr().out
     assert "0.2 s each x 2 rounds" in out and "0.2 s per choice x 2 rounds, interleaved" in out
     assert "rounds: min-max env-steps/s" in out and "   300-350" in out

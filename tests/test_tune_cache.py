@@ -18,7 +18,9 @@ from marl_vec.tuner import Candidate, Row, tune
 
 CARTPOLE = {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "backend": "dummy"},
             "run": {"steps": 10}}
-RATES = {"dummy": 100.0, 1: 50.0, 2: 400.0}  # subproc with 2 workers wins
+RATES = {"dummy": 100.0, 1: 50.0, 2: 400.0, "main": 60.0}  # subproc with 2 workers wins
+CHOICES = 4  # dummy, subproc 1 and 2 workers, 1 worker + main spinning (on 2 cores)
+MAIN = {"backend": "subproc", "num_workers": 1, "step_in_main": True, "spin_us": tuner.MAIN_SPIN_US}
 
 
 @pytest.fixture(autouse=True)
@@ -29,13 +31,19 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def measured(monkeypatch):
-    """Replaces the measurements by RATES; the list holds the candidates measured."""
+def rates():
+    """The rates ``measured`` gives (a test may change them before it tunes)."""
+    return dict(RATES)
+
+
+@pytest.fixture
+def measured(monkeypatch, rates):
+    """Replaces the measurements by ``rates``; the list holds the candidates measured."""
     calls: list[Candidate] = []
 
     def fake_measure(cfg, candidate, seconds, progress=True, label=None):
         calls.append(candidate)
-        rate = RATES[candidate.num_workers or "dummy"]
+        rate = rates["main" if candidate.step_in_main else candidate.num_workers or "dummy"]
         return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
 
     monkeypatch.setattr(tuner, "measure", fake_measure)
@@ -49,7 +57,7 @@ def _with(data: dict, section: str, **values) -> dict:
 
 def test_a_second_tune_is_a_cache_hit_and_force_measures_again(measured, cache_dir):
     first = tune(CARTPOLE, seconds=0.2, quiet=True)
-    assert not first.cached and len(measured) == 3
+    assert not first.cached and len(measured) == CHOICES
     files = list(cache_dir.iterdir())
     assert len(files) == 1 and files[0] == tune_cache.cache_path(load_config(CARTPOLE).model_dump(by_alias=True))
     stored = json.loads(files[0].read_text())
@@ -57,20 +65,21 @@ def test_a_second_tune_is_a_cache_hit_and_force_measures_again(measured, cache_d
     assert stored["machine"] == tune_cache.machine() and stored["format"] == tune_cache.FORMAT
 
     second = tune(CARTPOLE, seconds=0.2, quiet=True)
-    assert second.cached and len(measured) == 3 and second.cache_file == str(files[0])
+    assert second.cached and len(measured) == CHOICES and second.cache_file == str(files[0])
     assert [(r.candidate, r.rate) for r in second.rows] == [(r.candidate, r.rate) for r in first.rows]
     assert "cached result    " in str(second) and "(--force measures again)" in str(second)
 
     tune(CARTPOLE, seconds=0.2, quiet=True, force=True)
-    assert len(measured) == 6
+    assert len(measured) == 2 * CHOICES
 
 
 def test_the_keys_the_tuner_chooses_and_the_run_section_do_not_change_the_key(measured):
     tune(CARTPOLE, seconds=0.2, quiet=True)
     for same in (_with(CARTPOLE, "vec", backend="auto"), _with(CARTPOLE, "vec", backend="subproc", num_workers=1),
+                 _with(CARTPOLE, "vec", backend="subproc", num_workers=1, step_in_main=True, spin_us=300),
                  _with(CARTPOLE, "run", steps=99, seed=3)):
         assert tune(same, seconds=0.2, quiet=True).cached, same
-    assert len(measured) == 3
+    assert len(measured) == CHOICES
 
 
 @pytest.mark.parametrize("change", [
@@ -103,6 +112,13 @@ def test_an_unreadable_cache_file_is_a_miss(measured):
         path.write_text(text)
         assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True)) is None
         assert not tune(CARTPOLE, seconds=0.2, quiet=True).cached  # measures and stores again
+    # choices with the keys of the "workers + main" candidate that the tuner does not make
+    for bad in ({**MAIN, "backend": "dummy", "num_workers": None}, {**MAIN, "backend": "ray"},
+                {**MAIN, "spin_us": 0}, {**MAIN, "spin_us": True}, {**MAIN, "spin_us": "300"},
+                {**MAIN, "spin_us": 2e6}, {**MAIN, "step_in_main": "yes"}, {**MAIN, "step_in_main": False},
+                {k: v for k, v in MAIN.items() if k != "spin_us"}, {k: v for k, v in MAIN.items() if k != "step_in_main"}):
+        path.write_text(json.dumps({"format": tune_cache.FORMAT, "choice": bad}))
+        assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True)) is None, bad
     # a choice without its table: `backend: auto` can use it, `tune` measures again
     path.write_text(json.dumps({"format": tune_cache.FORMAT, "choice": choice}))
     assert tune_cache.load(load_config(CARTPOLE).model_dump(by_alias=True))["choice"] == choice
@@ -187,8 +203,52 @@ def test_backend_auto_after_a_real_tune(capsys):
     result = mv.tune(CARTPOLE, seconds=0.2, progress=False, quiet=True)
     with make_from_config(load_config(_with(CARTPOLE, "vec", backend="auto"))) as venv:
         assert getattr(venv, "num_workers", None) == result.choice["num_workers"]
+        assert getattr(venv, "step_in_main", False) == result.choice.get("step_in_main", False)
         assert (type(venv).__name__ == "DummyVecEnv") == (result.choice["backend"] == "dummy")
     assert f"backend auto -> {tune_cache.describe_choice(result.choice)} (the fastest" in capsys.readouterr().err
+
+
+def test_the_workers_and_main_choice_round_trips_through_the_cache_and_backend_auto(measured, rates, capsys):
+    rates["main"] = 1000.0
+    result = tune(CARTPOLE, seconds=0.2, quiet=True)
+    assert result.choice == MAIN and result.best.candidate.label() == "subproc, 1 worker + main, spin_us=300"
+    assert "1+1 x 2" in str(result)
+    assert "vec:\n  num_envs: 4\n  backend: subproc\n  num_workers: 1\n  step_in_main: true\n  spin_us: 300" \
+        in str(result)
+    data = load_config(CARTPOLE).model_dump(by_alias=True)
+    assert tune_cache.load(data)["choice"] == MAIN
+    capsys.readouterr()
+    with mv.make(_with(CARTPOLE, "vec", backend="auto")) as venv:
+        assert venv.step_in_main and venv.num_workers == 1 and venv._spin == pytest.approx(300e-6)
+        venv.step(venv.reset().avail_actions.argmax(axis=2))
+    assert capsys.readouterr().err.startswith(
+        "marl_vec: backend auto -> subproc, 1 worker + main, spin_us=300 (the fastest in `marl-vec tune` on this machine")
+    # the cached choice (and only it) sets step_in_main and spin_us: a config's own give way
+    rates["main"], rates[2] = 10.0, 2000.0
+    tune(CARTPOLE, seconds=0.2, quiet=True, force=True)
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", step_in_main=True, spin_us=50)) as venv:
+        assert (venv.num_workers, venv.step_in_main, venv._spin) == (2, False, 0.0)
+
+
+def test_backend_auto_without_a_tune_result_keeps_spin_us(capsys):
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", spin_us=50)) as venv:
+        assert type(venv).__name__ == "SubprocVecEnv" and venv._spin == pytest.approx(50e-6)
+    assert capsys.readouterr().err.startswith("marl_vec: backend auto -> subproc, spin_us=50 (no tune result for this "
+                                              "config on this machine; vec.spin_us asks for worker processes)")
+    with mv.make(_with(CARTPOLE, "vec", backend="auto", num_workers=1, step_in_main=True, spin_us=50)) as venv:
+        assert venv.step_in_main and venv._spin == pytest.approx(50e-6)
+    assert "backend auto -> subproc, 1 worker + main, spin_us=50 (no tune result" in capsys.readouterr().err
+
+
+def test_a_choice_sets_every_key_the_tuner_chooses():
+    cfg = load_config(_with(CARTPOLE, "vec", backend="subproc", num_workers=1, step_in_main=True, spin_us=50))
+    for choice in ({"backend": "dummy", "num_workers": None}, {"backend": "subproc", "num_workers": 2}):
+        out = apply_choice(cfg, choice)
+        assert (out.vec.step_in_main, out.vec.spin_us) == (False, 0.0)
+    with make_from_config(apply_choice(cfg, {"backend": "dummy", "num_workers": None})) as venv:  # no option left over
+        assert isinstance(venv, mv.DummyVecEnv)
+    out = apply_choice(load_config(CARTPOLE), MAIN)
+    assert (out.vec.backend, out.vec.num_workers, out.vec.step_in_main, out.vec.spin_us) == ("subproc", 1, True, 300)
 
 
 def test_a_chosen_engine_goes_into_the_env_kwargs():

@@ -25,9 +25,10 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def fake_rates(monkeypatch, rates: dict) -> None:
-    """Measurements replaced: ``rates`` by worker count (None: dummy)."""
+    """Measurements replaced: ``rates`` by worker count (None: dummy; "main": workers + main, spinning,
+    else as its worker count)."""
     def fake_measure(cfg, candidate, seconds, progress=True, label=None):
-        rate = rates[candidate.num_workers]
+        rate = rates["main" if candidate.step_in_main and "main" in rates else candidate.num_workers]
         return Row(candidate, env_steps=int(rate), seconds=1.0, cpu_seconds=0.5, memory=2**26, memory_kind="PSS")
 
     monkeypatch.setattr(tuner, "measure", fake_measure)
@@ -61,6 +62,24 @@ def test_write_of_dummy_removes_the_process_options(tmp_path, monkeypatch):
                                 "  backend: dummy  # was\nrun:\n  steps: 7  # keep\n")
 
 
+def test_write_of_workers_and_main_sets_its_keys_and_round_trips(tmp_path, monkeypatch, capsys):
+    fake_rates(monkeypatch, {None: 100.0, 1: 50.0, 2: 101.0, "main": 400.0})
+    path = tmp_path / "c.yaml"
+    path.write_text("env: {family: gym, id: CartPole-v1}\nvec:\n  num_envs: 4\n  backend: dummy\nrun:\n  steps: 7\n")
+    assert main(["tune", str(path), "--write", "--seconds", "0.2", "--no-progress"]) == 0
+    assert f"wrote            subproc, 1 worker + main, spin_us=300 into {path}" in capsys.readouterr().out
+    assert path.read_text() == ("env: {family: gym, id: CartPole-v1}\nvec:\n  num_envs: 4\n  backend: subproc\n"
+                                "  num_workers: 1\n  step_in_main: true\n  spin_us: 300\nrun:\n  steps: 7\n")
+    with mv.make(path) as venv:  # the file runs as written
+        assert venv.step_in_main and venv.num_workers == 1 and venv._spin == pytest.approx(300e-6)
+    assert mv.tune(path, quiet=True).cached  # the written file is the config that was measured
+    # another choice written over it takes the keys away
+    fake_rates(monkeypatch, {None: 100.0, 1: 50.0, 2: 400.0, "main": 60.0})
+    mv.tune(path, seconds=0.2, write=True, quiet=True, force=True)
+    assert path.read_text() == ("env: {family: gym, id: CartPole-v1}\nvec:\n  num_envs: 4\n  backend: subproc\n"
+                                "  num_workers: 2\nrun:\n  steps: 7\n")
+
+
 def test_write_with_a_real_measurement_round_trips(tmp_path):
     path = tmp_path / "cartpole.yaml"
     path.write_text("env:\n  family: gym\n  id: CartPole-v1\nvec: {num_envs: 4}  # flow style\n")
@@ -68,6 +87,8 @@ def test_write_with_a_real_measurement_round_trips(tmp_path):
     cfg = load_config(path)
     assert (cfg.vec.backend, cfg.vec.num_workers, cfg.vec.num_envs) == (
         result.choice["backend"], result.choice["num_workers"], 4)
+    assert (cfg.vec.step_in_main, cfg.vec.spin_us) == (result.choice.get("step_in_main", False),
+                                                       result.choice.get("spin_us", 0.0))
     assert path.read_text().endswith("  # flow style\n")
 
 
