@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 def default_sigint() -> None:
@@ -34,3 +34,20 @@ def python_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def interrupted(call: Callable[[], object], after: float) -> None:
+    """Run ``call()`` with Ctrl-C (SIGINT to this process) after ``after`` s; it must raise KeyboardInterrupt."""
+    import os
+    import threading
+
+    import pytest
+
+    timer = threading.Timer(after, os.kill, (os.getpid(), signal.SIGINT))
+    with python_sigint():  # also when pytest was started with SIGINT ignored
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                call()
+        finally:
+            timer.cancel()

@@ -15,7 +15,7 @@ import marl_vec as mv
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
-from tests.sigint import python_sigint
+from tests.sigint import interrupted
 
 
 def available(result: mv.StepResult) -> np.ndarray:
@@ -213,14 +213,7 @@ def test_keyboard_interrupt_during_step_wait():
     venv = SubprocVecEnv(fns, num_workers=2)
     r = venv.reset()
     venv.step_async(available(r))
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    with python_sigint():  # also when pytest was started with SIGINT ignored
-        timer.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                venv.step_wait()
-        finally:
-            timer.cancel()
+    interrupted(venv.step_wait, after=0.2)
     # The workers ignored the interrupt; the answer owed by the slow worker is
     # drained before the next command, so the batch stays usable ...
     r = venv.reset(seed=1)

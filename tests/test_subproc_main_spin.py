@@ -8,9 +8,6 @@ dead worker, a timeout, Ctrl-C. Which way a wait went is read from the polls it 
 from __future__ import annotations
 
 import functools
-import os
-import signal
-import threading
 import types
 
 import numpy as np
@@ -23,7 +20,7 @@ from marl_vec.vec.subproc_transport import SubprocTransport
 from tests import test_subproc_parity as parity
 from tests.pool_driver import STEPS, DelayedEnv, assert_same, pool_trajectories, sync_trajectories
 from tests.scripted_envs import DyingAgentEnv, SlowRecordingEnv
-from tests.sigint import python_sigint
+from tests.sigint import interrupted
 from tests.test_subproc_faults import ExitingEnv, SleepyEnv, available
 from tests.test_subproc_parity import cartpole, dying
 
@@ -187,15 +184,8 @@ def test_ctrl_c_during_a_spinning_wait_is_like_during_a_sleeping_one(cores):
         assert venv.main_spins
         venv.reset()
         venv.step_async(np.ones((2, 1), dtype=np.int64))
-        timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
         calls = record_polls(venv)
-        with python_sigint():
-            timer.start()
-            try:
-                with pytest.raises(KeyboardInterrupt):
-                    venv.step_wait()
-            finally:
-                timer.cancel()
+        interrupted(venv.step_wait, after=0.1)
         assert calls and calls[0][0] == 0
         # The interrupted step's answer is collected by the next call; the batch goes on.
         r = venv.step(np.full((2, 1), 2))
