@@ -203,8 +203,10 @@ def subproc(fns: list, workers: int = 2, **kwargs: Any) -> Callable[[], mv.VecEn
 
 def process_candidates(fns: list, actions: np.ndarray) -> list[Candidate]:
     """SubprocVecEnv as 2 workers and as 1 worker + this process (``step_in_main``), each
-    with its defaults and lean (``copy=False, validate=False``), and 2 workers that poll
-    100 us for the next command before sleeping (``spin_us=100``)."""
+    with its defaults and lean (``copy=False, validate=False``), 2 workers that poll
+    100 us for the next command before sleeping (``spin_us=100``), and 1 worker + this
+    process both polling 300 us before they sleep (the tuner's candidate, ``spin_us=300``:
+    this process has a core of its own, so it spins too)."""
     lean = {"copy": False, "validate": False}
     return [
         marl_vec_candidate("SubprocVecEnv (2 workers)", subproc(fns), actions),
@@ -212,6 +214,7 @@ def process_candidates(fns: list, actions: np.ndarray) -> list[Candidate]:
         marl_vec_candidate("2 workers, spin_us=100", subproc(fns, spin_us=100), actions),
         marl_vec_candidate("1 worker + main", subproc(fns, 1, step_in_main=True), actions),
         marl_vec_candidate("1 worker + main, lean", subproc(fns, 1, step_in_main=True, **lean), actions),
+        marl_vec_candidate("1 worker + main, spin_us=300", subproc(fns, 1, step_in_main=True, spin_us=300), actions),
     ]
 
 
