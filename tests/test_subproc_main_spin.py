@@ -178,8 +178,8 @@ def test_the_spin_stays_within_the_timeout(monkeypatch, timeout, spins, last):
 
 
 def test_ctrl_c_during_a_spinning_wait_is_like_during_a_sleeping_one(cores):
-    # The worker steps both envs (0.2 s each); this process spins up to 1 s for the answer.
-    with SubprocVecEnv([functools.partial(SlowRecordingEnv, delay=0.2)] * 2, num_workers=1,
+    # The worker steps both envs (0.4 s each); this process spins up to 1 s for the answer.
+    with SubprocVecEnv([functools.partial(SlowRecordingEnv, delay=0.4)] * 2, num_workers=1,
                        spin_us=1e6) as venv:
         assert venv.main_spins
         venv.reset()

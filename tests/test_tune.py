@@ -120,6 +120,13 @@ def test_the_workers_and_main_candidate():
     assert Candidate("subproc", 1, **main_spin).choice == {"backend": "subproc", "num_workers": 1, **main_spin}
     assert Candidate("subproc", 1, **main_spin).label() == "subproc, 1 worker + main, spin_us=300"
     assert tuner._layout(Candidate("subproc", 1, **main_spin), 5) == "1+1 x 2-3"
+    # the vec section: the config's own step_in_main and spin_us give way to the choice's
+    mine = {"num_envs": 4, "backend": "subproc", "step_in_main": True, "spin_us": 50, "autoreset": "next_step"}
+    result = TuneResult("gym CartPole-v1", 4, 0.2, [_row(Candidate("subproc", 2), 10)], "now", (0.0, 0.0, 0.0), 2, mine)
+    assert result.vec_section() == {"num_envs": 4, "backend": "subproc", "num_workers": 2, "autoreset": "next_step"}
+    result.rows.append(_row(Candidate("subproc", 1, **main_spin), 20))
+    assert result.vec_section() == {"num_envs": 4, "backend": "subproc", "num_workers": 1, **main_spin,
+                                    "autoreset": "next_step"}
     # a ray config measures the main candidate too, before Ray
     ray_cfg = load_config({**CARTPOLE, "vec": {"num_envs": 4}})
     assert [c.backend for c in candidates(ray_cfg, 2, ray=True)][-2:] == ["subproc", "ray"]
