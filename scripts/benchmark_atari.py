@@ -16,7 +16,8 @@ that other jobs on a shared machine do not count.
 with max-pool, grayscale 84x84, stack 4, sticky actions 0.25), side by side in
 one run: a plain Python loop over gymnasium's ``AtariPreprocessing`` +
 ``FrameStackObservation``, DummyVecEnv on the python engine, DummyVecEnv on the
-ale_vector engine (2 threads; what the default, ``auto``, picks), ale-py's ``AtariVectorEnv`` used directly (2
+ale_vector engine (2 threads; what the default, ``auto``, picks; and lean, ``copy=False,
+validate=False``: what the contract's defaults cost), ale-py's ``AtariVectorEnv`` used directly (2
 threads), and, when installed, EnvPool used directly (2 threads, synchronous) and
 DummyVecEnv on the envpool engine (2 threads; also with ``copy=False``). Wall time (the
 engines run threads), interleaved rounds, medians of env-steps/s and of the
@@ -110,12 +111,12 @@ def _plain_pong_loop(n: int):
     return step, lambda: [e.close() for e in envs]
 
 
-def _marl_vec_pong(n: int, engine: str, copy: bool = True, **kwargs):
+def _marl_vec_pong(n: int, engine: str, copy: bool = True, validate: bool = True, **kwargs):
     from marl_vec.envs.atari import make_atari
 
     opts = dict(PONG, **kwargs)
     venv = mv.DummyVecEnv([functools.partial(make_atari, ENV_ID, preprocess=True, engine=engine, **opts)] * n,
-                          env_seed=0, copy=copy)
+                          env_seed=0, copy=copy, validate=validate)
     venv.reset()
     return venv.step, venv.close
 
@@ -151,6 +152,9 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2, same_step: bo
         Timed("plain loop (gymnasium)", lambda: _plain_pong_loop(n)),
         Timed("DummyVecEnv, python", lambda: _marl_vec_pong(n, "python")),
         Timed(f"DummyVecEnv, ale_vector {threads}t (auto)", lambda: _marl_vec_pong(n, "ale_vector", engine_threads=threads)),
+        # lean: no copies, no checks; what the contract's defaults cost on top of the engine
+        Timed(f"DummyVecEnv, ale_vector {threads}t lean", lambda: _marl_vec_pong(
+            n, "ale_vector", copy=False, validate=False, engine_threads=threads)),
         Timed(f"AtariVectorEnv direct {threads}t", lambda: _ale_vector_direct(n, threads)),
     ]
     if same_step:  # the engine alone with the options our contract asks of it
@@ -216,6 +220,7 @@ def engines(n: int, seconds: float, rounds: int, threads: int = 2, same_step: bo
     ours_ale = by_name.get(f"DummyVecEnv, ale_vector {threads}t (auto)")
     envpool_direct = by_name.get(f"EnvPool direct {threads}t")
     pairs = [(ours_ale, by_name.get(f"AtariVectorEnv direct {threads}t")),
+             (by_name.get(f"DummyVecEnv, ale_vector {threads}t lean"), by_name.get(f"AtariVectorEnv direct {threads}t")),
              (ours_ale, by_name.get(f"AtariVectorEnv direct {threads}t same-step")),
              (by_name.get(f"AtariVectorEnv direct {threads}t same-step"), by_name.get(f"AtariVectorEnv direct {threads}t")),
              (ours_ale, envpool_direct),
