@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import secrets
 import weakref
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
@@ -130,6 +131,8 @@ class BatchBuffers:
             tracker, which unlinks it if this process is killed. That tracker is a
             process of its own (about 7 MB); a SubprocVecEnv whose forked workers
             unlink the block when their parent vanishes (:func:`unlink_block`) passes False.
+        name: the name of the block to create (None: a free one is picked); see
+            :func:`block_name`.
     """
 
     actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
@@ -148,7 +151,7 @@ class BatchBuffers:
     final_avail_actions: np.ndarray | None
 
     def __init__(self, spec: EnvSpec, num_envs: int, shared: bool = False, attach: str | None = None,
-                 tracked: bool = True):
+                 tracked: bool = True, name: str | None = None):
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.spec = spec
@@ -161,7 +164,8 @@ class BatchBuffers:
         if attach is not None:
             self._shm = _untracked(name=attach)
         elif shared:
-            self._shm = _SharedBlock(create=True, size=total) if tracked else _untracked(create=True, size=total)
+            self._shm = (_SharedBlock(create=True, size=total, name=name) if tracked
+                         else _untracked(create=True, size=total, name=name))
             self._owner = True
         self.avail_actions = None
         self.final_avail_actions = None
@@ -337,6 +341,14 @@ def _unmap(shm: shared_memory.SharedMemory) -> None:
         shm.close()
     except BufferError:  # at exit, with views still alive: the process's end unmaps it
         pass
+
+
+def block_name() -> str:
+    """A fresh name for a shared block (64 random bits; short enough for macOS's 31
+    characters), for a creator that must tell other processes the name before the
+    block exists: forked workers, which unlink it should their parent be killed
+    between the block's creation and the message that names it."""
+    return f"mvb_{secrets.token_hex(8)}"
 
 
 def unlink_block(name: str) -> None:

@@ -142,8 +142,15 @@ class SlowEnv(DyingAgentEnv):
         time.sleep(3.0)
         return super().step(actions)
 
+def die_before_attach(self, data, command="start"):
+    # The block exists; the workers have not been told its name yet: killed here.
+    print(self.buffers.shm_name, *[p.pid for p in self._procs], flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
 if __name__ == "__main__":
     how = sys.argv[1]
+    if how == "sigkill_before_attach":
+        SubprocVecEnv._send_all = die_before_attach
     venv = SubprocVecEnv([DyingAgentEnv, SlowEnv], num_workers=2, start_method=sys.argv[2])
     r = venv.reset()
     print(venv.buffers.shm_name, *venv.worker_pids, flush=True)
@@ -193,4 +200,14 @@ def test_parent_killed_by_sigkill_leaves_nothing(tmp_path, start_method):
     proc.kill()
     proc.communicate(timeout=30)
     # Workers read EOF on their pipes and exit; the resource tracker unlinks the block.
+    assert gone([int(p) for p in pids], name, wait=15.0) == ([], False)
+
+
+def test_parent_killed_between_block_and_attach_leaves_nothing(tmp_path):
+    # Forked workers are given the block's name when they start, before it exists: a
+    # parent killed after making it, before the message that names it, leaves no block.
+    proc, (name, *pids) = run_script(tmp_path, "sigkill_before_attach", "fork")
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert name.startswith("mvb_")
     assert gone([int(p) for p in pids], name, wait=15.0) == ([], False)

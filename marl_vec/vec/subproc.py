@@ -46,7 +46,7 @@ import pickle
 import weakref
 from typing import Any, Callable, Sequence
 
-from marl_vec.buffers import BatchBuffers
+from marl_vec.buffers import BatchBuffers, block_name
 from marl_vec.episode import AutoresetMode
 from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.vec.base import VecEnv, check_backend_args
@@ -181,6 +181,10 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self._broken: WorkerError | None = None
         self._buffers_holder: list[BatchBuffers] = []
         self._object_actions: list[str] = []  # object action arrays (Text, Graph, ... spaces)
+        # Forked workers learn the shared block's name at birth, so that they can unlink it
+        # if this process is killed at any moment after it made the block, even before the
+        # message that asks them to attach (worker_main).
+        self._block_name = block_name() if method == "fork" else None
         # Cleanup runs on close(), on garbage collection and at interpreter exit,
         # whichever comes first; it holds no reference to self.
         self._finalizer = weakref.finalize(
@@ -198,7 +202,8 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             # Forked workers unlink the block if this process is killed (worker_main): no
             # resource tracker process (~7 MB) needed. Other start methods run one anyway.
-            self.buffers = BatchBuffers(self.spec, num_envs, shared=True, tracked=method != "fork")
+            self.buffers = BatchBuffers(self.spec, num_envs, shared=True, tracked=method != "fork",
+                                        name=self._block_name)
             self._buffers_holder.append(self.buffers)
             self._object_actions = self.buffers.object_actions
             # The workers lay out the block from the same spec (reward dtype included).

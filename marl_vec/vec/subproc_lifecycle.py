@@ -85,6 +85,7 @@ class SubprocLifecycle:
     _num_envs: int
     _restart_on_error: int
     _spin: float  # seconds a worker polls for the next command before sleeping (spin_us)
+    _block_name: str | None  # the shared block's name, made before the forks (fork only)
     _procs: list[Any]
     _conns: list[Any]
     _broken: WorkerError | None
@@ -112,7 +113,7 @@ class SubprocLifecycle:
         process = ctx.Process(  # type: ignore[attr-defined]  # every real context has Process
             target=worker_main,
             args=(w, child, block, start, self._num_envs, self._mode.value, env_seed, self._restart_on_error,
-                  inherited, None if method == "fork" else dict(os.environ), self._spin),
+                  inherited, None if method == "fork" else dict(os.environ), self._spin, self._block_name),
             name=f"marl_vec-subproc-{w}",
             daemon=True,  # multiprocessing terminates daemons at exit, a last safety net
         )

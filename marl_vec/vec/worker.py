@@ -127,6 +127,7 @@ def worker_main(
     inherited: Sequence[Any] = (),
     environ: dict[str, str] | None = None,
     spin: float = 0.0,
+    block_name: str | None = None,
 ) -> None:
     """Entry point of a worker process (also under spawn: importable, arguments picklable).
 
@@ -144,6 +145,8 @@ def worker_main(
             forkserver child inherits the server's, fixed when the server started,
             so a variable set later (SC2PATH, say) would be missing without this.
         spin: seconds to poll for the next command before sleeping (see :func:`serve`).
+        block_name: under fork, the name the parent gives (or gave) its shared block:
+            unlinked here if the parent vanishes, even before this worker attached.
     """
     for other in inherited:
         other.close()
@@ -171,10 +174,11 @@ def worker_main(
         # The parent is gone (or killed us politely): nothing to answer to. A parent that
         # closes unlinks the block itself; one that was killed cannot (a forked batch's
         # block is not in the resource tracker's care), so the workers do.
-        if environ is None and buffers is not None and buffers.shm_name:  # forked (see SubprocVecEnv)
+        name = buffers.shm_name if buffers is not None else block_name
+        if environ is None and name:  # forked (see SubprocVecEnv)
             from marl_vec.buffers import unlink_block
 
-            unlink_block(buffers.shm_name)
+            unlink_block(name)
     finally:
         release(group, buffers)
 
