@@ -120,13 +120,32 @@ def point(env: str, backend: str, n: int, seconds: float, rounds: int, cap: floa
     try:
         out, _ = proc.communicate(timeout=cap)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the point's process group: it and its workers
+        # The point's process first: its forked workers then read EOF, unlink the shared
+        # block and exit (killed all at once, nobody would unlink it and it would stay in
+        # /dev/shm); whatever of its group is left after a grace period goes with the group.
+        proc.kill()
         proc.communicate()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            time.sleep(0.2)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # every worker left on its own
+            pass
         return {"env": env, "backend": backend, "num_envs": n, "status": f"over the {cap:g} s cap"}
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"env": env, "backend": backend, "num_envs": n, "status": f"failed (exit {proc.returncode})"}
     return json.loads(lines[-1])
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether some process of group ``pgid`` still exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def free_mb() -> float:
