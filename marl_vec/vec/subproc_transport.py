@@ -22,6 +22,7 @@ Example (every command goes through one call):
 
 from __future__ import annotations
 
+import functools
 import pickle
 import time
 from typing import Any, Sequence
@@ -30,7 +31,7 @@ from marl_vec.buffers import BatchBuffers
 from marl_vec.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc_faults import _Lost
 from marl_vec.vec.subproc_local import LocalHost
-from marl_vec.vec.worker import STEP, ObjectReply, decode
+from marl_vec.vec.worker import STEP, ObjectReply, decode, poll_until
 
 
 class SubprocTransport:
@@ -66,13 +67,9 @@ class SubprocTransport:
             clock = time.monotonic
             began = clock()
             until = began + (spin if timeout is None else min(spin, timeout))
-            poll = poller.poll
-            while True:
-                events = poll(0)
-                if events:
-                    return events, fds
-                if clock() >= until:
-                    break
+            events = poll_until(functools.partial(poller.poll, 0), until, clock)
+            if events:
+                return events, fds
             if timeout is not None:
                 timeout = max(0.0, timeout - (clock() - began))
         return poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999))), fds

@@ -35,9 +35,11 @@ import struct
 import time
 import traceback
 from array import array
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from marl_vec.errors import SetupError
+
+T = TypeVar("T")
 
 STEP = b"s"
 POOL_STEP = b"p"
@@ -281,11 +283,24 @@ def serve(conn: Any, group: Any, start: int, spin: float = 0.0) -> None:
         return
     poll, clock = conn.poll, time.perf_counter
     while True:
-        until = clock() + spin
-        while not poll() and clock() < until:
-            pass
+        poll_until(poll, clock() + spin, clock)
         if not handle(recv(), send, group, start, objects):
             return
+
+
+def poll_until(poll: Callable[[], T], until: float, clock: Callable[[], float]) -> T:
+    """Call ``poll`` over and over without sleeping until it answers something true or
+    ``clock()`` reaches ``until``; its last answer. The spin of ``spin_us``, on both
+    sides of a pipe: a worker waiting for a command (:func:`serve`), the trainer's
+    process waiting for answers (``SubprocTransport._wait_events``).
+
+    >>> poll_until(lambda: [], 0.0, lambda: 1.0)
+    []
+    """
+    while True:
+        got = poll()
+        if got or clock() >= until:
+            return got
 
 
 def handle(data: bytes, send: Any, group: Any, start: int, objects: bool) -> bool:
