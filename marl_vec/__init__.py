@@ -5,11 +5,11 @@
 """
 
 from marl_vec import envs
-from marl_vec.episode import AutoresetMode
-from marl_vec.errors import PoolNotReadyError, SetupError
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.errors import PoolNotReadyError, SetupError
 from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
-from marl_vec.group import EnvFinishedError
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatchError
+from marl_vec.core.group import EnvFinishedError
+from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatchError
 from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
 from marl_vec.vec.dummy import DummyVecEnv
 from marl_vec.vec.factory import make_vec

@@ -29,7 +29,7 @@ from marl_vec.config import (  # noqa: E402
     shipped_configs,
 )
 from marl_vec.envs.registry import FAMILIES  # noqa: E402
-from marl_vec.errors import SetupError, WorkerError  # noqa: E402
+from marl_vec.core.errors import SetupError, WorkerError  # noqa: E402
 from marl_vec.tuner import usable_cores  # noqa: E402
 
 EXIT_INTERRUPTED = 130  # what shells report for a command ended by SIGINT (128 + 2)

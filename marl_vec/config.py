@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from marl_vec.envs.registry import FAMILIES, make_env_fn
-from marl_vec.errors import SetupError
+from marl_vec.core.errors import SetupError
 from marl_vec.tune_cache import resolve_auto
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.factory import make_vec
@@ -75,7 +75,7 @@ class VecConfig(_Strict):
     backend: Backend = "auto"
     env_seed: Optional[int] = 0
     autoreset: Autoreset = "same_step"
-    state: State = "auto"  # what StepResult.state holds; see marl_vec.state
+    state: State = "auto"  # what StepResult.state holds; see marl_vec.core.state
     copy_results: bool = Field(default=True, alias="copy")
     validate_actions: bool = Field(default=True, alias="validate")
     # Process and Ray backends.

@@ -40,9 +40,9 @@ from typing import Any, Callable, cast
 
 import numpy as np
 
-from marl_vec.episode import AutoresetMode
+from marl_vec.core.episode import AutoresetMode
 from marl_vec.rollout import RandomPolicy
-from marl_vec.spec import TreeAction
+from marl_vec.core.spec import TreeAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 Policy = Callable[[StepResult, int], Any]

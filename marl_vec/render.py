@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from marl_vec.envs.registry import require
-from marl_vec.episode import AutoresetMode
+from marl_vec.core.episode import AutoresetMode
 from marl_vec.vec.base import StepResult, VecEnv
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 from marl_vec.progress import Progress
-from marl_vec.spec import (ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction,
+from marl_vec.core.spec import (ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction,
                            ObjectAction, TreeAction)
 from marl_vec.vec.base import StepResult, VecEnv
 

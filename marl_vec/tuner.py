@@ -38,7 +38,7 @@ from marl_vec import tree_usage, tune_cache
 from marl_vec.config import (Config, ConfigError, apply_choice, load_config, make_from_config, resolve_config_path,
                              shipped_configs_dir)
 from marl_vec.envs.registry import FAMILIES
-from marl_vec.errors import SetupError, WorkerError
+from marl_vec.core.errors import SetupError, WorkerError
 from marl_vec.progress import Progress
 from marl_vec.rollout import RandomPolicy
 from marl_vec.yaml_edit import DELETE, YamlEditError, scalar, set_keys

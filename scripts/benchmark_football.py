@@ -63,7 +63,7 @@ def plain_loop(scenario: str, n_agents: int, n: int, actions: np.ndarray) -> Can
 
 def reset_vs_restore(scenario: str, n_agents: int, repeats: int) -> tuple[float, float]:
     """Seconds per reset() and per restore() of one adapter."""
-    from marl_vec.buffers import BatchBuffers
+    from marl_vec.core.buffers import BatchBuffers
 
     env = make_env_fn("football", scenario, {"left_agents": n_agents})()
     buffers = BatchBuffers(env.spec, 1)

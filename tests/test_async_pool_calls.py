@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import pytest
 
-from marl_vec.errors import PoolNotReadyError, WorkerError
+from marl_vec.core.errors import PoolNotReadyError, WorkerError
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.pool_driver import policy

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.core.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)

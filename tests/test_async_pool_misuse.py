@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-import marl_vec.errors
+import marl_vec.core.errors
 import marl_vec.vec.pool
 import marl_vec.vec.subproc
 from marl_vec.vec.subproc import SubprocVecEnv
@@ -21,7 +21,7 @@ ONES = np.ones((1, 3), dtype=np.int64)  # available at t=0 for every agent (t % 
 
 
 def test_pool_not_ready_error_is_one_class_found_where_the_errors_are():
-    assert mv.PoolNotReadyError is marl_vec.errors.PoolNotReadyError
+    assert mv.PoolNotReadyError is marl_vec.core.errors.PoolNotReadyError
     assert marl_vec.vec.pool.PoolNotReadyError is mv.PoolNotReadyError
     assert marl_vec.vec.subproc.PoolNotReadyError is mv.PoolNotReadyError
     assert issubclass(mv.PoolNotReadyError, RuntimeError)

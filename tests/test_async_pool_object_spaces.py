@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.spec import ObjectAction, TreeAction
+from marl_vec.core.spec import ObjectAction, TreeAction
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.object_space_envs import (cartpole_custom_space, cartpole_dict_with_graph, cartpole_text,

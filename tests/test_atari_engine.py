@@ -17,7 +17,7 @@ pytest.importorskip("cv2", reason="the atari extra is not installed")
 
 import marl_vec as mv  # noqa: E402
 from marl_vec.envs.atari import AleVectorAtariAdapter, make_atari  # noqa: E402
-from marl_vec.group import EnvFinishedError  # noqa: E402
+from marl_vec.core.group import EnvFinishedError  # noqa: E402
 
 BREAKOUT = "ALE/Breakout-v5"  # random play loses its 5 lives in ~150-250 steps: episode ends in short tests
 
@@ -280,7 +280,7 @@ def test_adapter_alone_runs_on_an_engine_of_one():
     with mv.DummyVecEnv([python_fn(noop_max=0, repeat_action_probability=0.0)]) as venv:
         expected = venv.reset().obs[0, 0]
         step = venv.step(np.ones((1, 1), dtype=np.int64))
-    from marl_vec.buffers import BatchBuffers
+    from marl_vec.core.buffers import BatchBuffers
 
     buffers = BatchBuffers(env.spec, 1)
     row = buffers.rows(0, 1)[0]

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec import spaces
+from marl_vec.core import spaces
 from marl_vec.envs.registry import EnvOptionsError, UnknownEnvError, make_env, make_env_fn
 
 lbforaging = pytest.importorskip("lbforaging", reason="the lbf extra is not installed: pip install 'marl_vec[lbf]'")

@@ -1,7 +1,7 @@
 """What the user did wrong comes out of ``marl-vec`` as one line with status 2, on every backend.
 
 A missing extra, an unknown env id, an option the env does not take, a game
-that is not installed: each is a :class:`marl_vec.errors.SetupError`, shown as
+that is not installed: each is a :class:`marl_vec.core.errors.SetupError`, shown as
 ``marl-vec: <message>`` with no traceback, also when a worker process raised it.
 A real failure of an env in a worker keeps its traceback. Pages:
 docs/troubleshooting.md.
@@ -22,7 +22,7 @@ from marl_vec.cli import main, setup_error
 from marl_vec.config import ConfigError
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, import_env_module
 from marl_vec.envs.registry import EnvOptionsError, make_env
-from marl_vec.errors import SetupError, WorkerError
+from marl_vec.core.errors import SetupError, WorkerError
 
 BACKENDS = ["dummy", "subproc"]
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.envs.pettingzoo import PettingZooAdapter
-from marl_vec.episode import EpisodeStatistics
+from marl_vec.core.episode import EpisodeStatistics
 from tests.backends import BACKENDS, make_backend, ray_cluster  # noqa: F401
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 

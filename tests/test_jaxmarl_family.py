@@ -17,7 +17,7 @@ pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip insta
 import marl_vec as mv  # noqa: E402
 from marl_vec.envs.jaxmarl.engine import make_jaxmarl, model_of  # noqa: E402
 from marl_vec.envs.registry import make_env_fn  # noqa: E402
-from marl_vec.group import EnvFinishedError  # noqa: E402
+from marl_vec.core.group import EnvFinishedError  # noqa: E402
 
 K = 4
 STOP = 4  # SMAX's "stop" action: the only one of a dead unit

@@ -31,11 +31,11 @@ import pytest
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent.parent / "marl_vec"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("marl_vec.spaces", "marl_vec.progress", "marl_vec.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
-    ("marl_vec.spec", "marl_vec.episode", "marl_vec.errors"),
-    ("marl_vec.buffers", "marl_vec.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
+    ("marl_vec.core.spaces", "marl_vec.progress", "marl_vec.core.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
+    ("marl_vec.core.spec", "marl_vec.core.episode", "marl_vec.core.errors"),
+    ("marl_vec.core.buffers", "marl_vec.core.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
     ("marl_vec.envs",),
-    ("marl_vec.group", "marl_vec.state"),  # state: wraps env_fns with the state option, for every backend
+    ("marl_vec.core.group", "marl_vec.core.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
@@ -207,7 +207,7 @@ def test_the_checker_finds_an_upward_import(tmp_path):
         "__init__.py": "",
         "spec.py": "",
         "envs/__init__.py": "",
-        "envs/gym.py": "import marl_vec.spec\n\ndef f():\n    import marl_vec.vec.dummy\n",
+        "envs/gym.py": "import marl_vec.core.spec\n\ndef f():\n    import marl_vec.vec.dummy\n",
         "vec/__init__.py": "",
         "vec/dummy.py": "from marl_vec.envs.gym import f\n",
     })

@@ -153,7 +153,7 @@ def test_spaces_of_no_fixed_shape_stay_refused_for_pettingzoo_envs():
     """The PettingZoo adapter builds its spaces with these two; they refuse what only
     single-agent gymnasium envs get (object leaves, MultiDiscrete of rank > 1)."""
     from marl_vec.envs.gym import action_spec_of
-    from marl_vec.spaces import AgentLayout
+    from marl_vec.core.spaces import AgentLayout
 
     with pytest.raises(TypeError, match=r"observation of agent 'a': Text\(.*\) is not supported here; allowed: "
                                         r"Box, .*only for gymnasium envs"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import AlreadyPendingCallError
+from marl_vec.core.errors import AlreadyPendingCallError
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.scripted_envs import SlowRecordingEnv

@@ -334,7 +334,7 @@ def test_interrupted_step_leaves_no_answer_behind():
 def test_tree_observations_and_float64_rewards_equal_dummy(transport):
     """Dict observations and Dict actions travel leaf by leaf (shared memory over the
     link, arrays over Ray calls); gymnasium rewards stay float64."""
-    from marl_vec import spaces
+    from marl_vec.core import spaces
     from tests.test_spaces import NESTED, _actions, _fns
 
     action_space = gym.spaces.Dict({"pick": gym.spaces.MultiDiscrete([3, 4], start=[1, -1]),

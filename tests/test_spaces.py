@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode as GymAutoreset
 from gymnasium.vector.utils import batch_space
 
 import marl_vec as mv
-from marl_vec import spaces
+from marl_vec.core import spaces
 
 S = gym.spaces
 

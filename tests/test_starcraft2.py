@@ -29,7 +29,7 @@ from pysc2.tests import dummy_observation  # noqa: E402
 from s2clientprotocol import common_pb2  # noqa: E402
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.buffers import BatchBuffers  # noqa: E402
+from marl_vec.core.buffers import BatchBuffers  # noqa: E402
 from marl_vec.envs.starcraft2 import GameNotFoundError, StarCraft2Env, make_starcraft2  # noqa: E402
 
 MARINE, ZERGLING, ROACH, STALKER, ZEALOT = 48, 105, 110, 74, 73

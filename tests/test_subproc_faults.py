@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.core.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 from tests.sigint import interrupted

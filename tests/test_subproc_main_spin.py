@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.core.errors import WorkerDiedError, WorkerError
 from marl_vec.vec import subproc_transport
 from marl_vec.vec.subproc import SubprocVecEnv
 from marl_vec.vec.subproc_transport import SubprocTransport

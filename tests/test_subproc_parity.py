@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import WorkerError
+from marl_vec.core.errors import WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv, default_start_method
 from tests.scripted_envs import DyingAgentEnv
 

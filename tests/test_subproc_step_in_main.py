@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.errors import WorkerError
+from marl_vec.core.errors import WorkerError
 from marl_vec.vec.subproc import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv, SlowRecordingEnv
 from tests import test_subproc_parity as parity

@@ -52,7 +52,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from marl_vec.episode import AutoresetMode
+from marl_vec.core.episode import AutoresetMode
 from marl_vec.vec.base import StepResult, VecEnv
 
 try:

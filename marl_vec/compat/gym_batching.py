@@ -19,9 +19,9 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.obs_types import OBS_KIND_ATTR, as_native
-from marl_vec.group import ENV_EPISODE_KEY
+from marl_vec.core import spaces
+from marl_vec.core.obs_types import OBS_KIND_ATTR, as_native
+from marl_vec.core.group import ENV_EPISODE_KEY
 from marl_vec.vec.base import VecEnv
 
 
@@ -35,7 +35,7 @@ def agent_zero(tree: Any) -> Any:
 def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool, kind: Any = None) -> Any:
     """Env ``env``'s final observation as the env itself returned it (SyncVectorEnv's
     ``infos["final_obs"][env]``): each leaf of the type ``kind`` says
-    (:mod:`marl_vec.obs_types`: the env's own ``int``, ``np.int64``, 0-d array, array
+    (:mod:`marl_vec.core.obs_types`: the env's own ``int``, ``np.int64``, 0-d array, array
     dtype, ...), dicts / tuples for Dict / Tuple (copied when ``copy``: the buffers are
     reused). Without a kind (adapters other than GymAdapter): Python ints for Discrete
     leaves, the buffers' arrays elsewhere.
@@ -66,7 +66,7 @@ def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool,
 
 class FinalObs:
     """:func:`final_obs_of` for a face over ``venv``, each env's leaves of the types its
-    env returns (:mod:`marl_vec.obs_types`, read from the adapters once, at the first
+    env returns (:mod:`marl_vec.core.obs_types`, read from the adapters once, at the first
     final observation: the envs have been reset by then).
 
     >>> final = FinalObs(venv)  # doctest: +SKIP

@@ -20,7 +20,7 @@ from typing import Any
 
 import gymnasium
 
-from marl_vec.spec import EnvSpec, SpecMismatchError
+from marl_vec.core.spec import EnvSpec, SpecMismatchError
 from marl_vec.vec.base import VecEnv
 
 

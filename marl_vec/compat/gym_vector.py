@@ -64,13 +64,13 @@ import numpy as np
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
-from marl_vec import spaces
+from marl_vec.core import spaces
 from marl_vec.compat.gym_batching import (FinalObs, _batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
                                           final_obs_of, gym_batch, object_column)
 from marl_vec.compat.gym_spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
                                         action_space_of, observation_space_of)
-from marl_vec.episode import AutoresetMode
-from marl_vec.spec import ObjectAction, SpecMismatchError, TreeAction
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.spec import ObjectAction, SpecMismatchError, TreeAction
 from marl_vec.vec.base import VecEnv
 
 __all__ = ["GymVectorEnv", "AUTORESET_MODES", "observation_space_of", "action_space_of", "agent_zero", "final_obs_of",

@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marl_vec.spec import DiscreteAction
+from marl_vec.core.spec import DiscreteAction
 from marl_vec.vec.base import StepResult, VecEnv
 from marl_vec.vec.turns import WAIT
 

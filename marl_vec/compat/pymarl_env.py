@@ -54,7 +54,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from marl_vec.config import load_config, make_from_config
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
 INSTALL = "bash scripts/install_pymarl_venv.sh (it builds .venv-pymarl)"

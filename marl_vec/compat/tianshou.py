@@ -77,7 +77,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl_vec.envs.extras import require
-from marl_vec.group import ENV_EPISODE_KEY
+from marl_vec.core.group import ENV_EPISODE_KEY
 from marl_vec.vec.base import VecEnv
 
 require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install_tianshou_venv.sh)")

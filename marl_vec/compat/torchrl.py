@@ -61,8 +61,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("torchrl", "torchrl", "TorchRLEnv", exc)) from exc
 
-from marl_vec.episode import AutoresetMode
-from marl_vec.spec import ContinuousAction, EnvSpec
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
 GroupMap = Mapping[str, Sequence[str]]

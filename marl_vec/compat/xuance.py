@@ -59,7 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from marl_vec.spec import ContinuousAction, DiscreteAction
+from marl_vec.core.spec import ContinuousAction, DiscreteAction
 from marl_vec.vec.base import StepResult, VecEnv
 
 

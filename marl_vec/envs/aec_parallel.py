@@ -30,7 +30,7 @@ from typing import Any
 
 from marl_vec.envs.pettingzoo import PettingZooAdapter
 from marl_vec.envs.pettingzoo_aec import state_holder
-from marl_vec.spec import DiscreteAction
+from marl_vec.core.spec import DiscreteAction
 
 
 def aec_parallel_applies(env: Any) -> bool:

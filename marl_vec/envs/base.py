@@ -1,7 +1,7 @@
 """MultiAgentEnv: the contract between an env family and the batching layer.
 
 An adapter wraps one native env. It knows nothing of batching: an
-:class:`~marl_vec.group.EnvGroup` binds it once to the :class:`RowViews` of its
+:class:`~marl_vec.core.group.EnvGroup` binds it once to the :class:`RowViews` of its
 row of the batch buffers, and from then on the adapter writes every result
 straight into those views and returns only its info dict.
 
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
-from marl_vec.spec import EnvSpec
+from marl_vec.core.buffers import RowViews
+from marl_vec.core.spec import EnvSpec
 
 
 class GroupStepper:
@@ -135,7 +135,7 @@ class MultiAgentEnv(ABC):
         self.row = row
 
     def use_state(self, mode: str) -> None:
-        """Make the state what ``mode`` asks (see :mod:`marl_vec.state`); called once,
+        """Make the state what ``mode`` asks (see :mod:`marl_vec.core.state`); called once,
         before :meth:`bind`, and it may change ``self.spec``.
 
         This default serves every adapter: ``env`` needs a state of its own (not
@@ -253,9 +253,9 @@ def one_agent_spec(agent_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, ac
 
     The buffers then keep one array for both (``state_is_obs``: no second copy of
     each frame), as every single-agent family does. ``more``: the other
-    :class:`~marl_vec.spec.EnvSpec` fields (``episode_limit``, ``reward_dtype``, ...).
+    :class:`~marl_vec.core.spec.EnvSpec` fields (``episode_limit``, ``reward_dtype``, ...).
 
-    >>> from marl_vec.spec import DiscreteAction
+    >>> from marl_vec.core.spec import DiscreteAction
     >>> spec = one_agent_spec("agent_0", (4,), np.float32, DiscreteAction(2), episode_limit=500)
     >>> spec.agents, spec.state_shape, spec.state_is_obs, spec.episode_limit
     (('agent_0',), (4,), True, 500)

@@ -14,7 +14,7 @@ Autoreset modes: ``same_step`` and ``disabled`` only. ``next_step`` and
 ``one_episode`` leave finished envs out of a step, which one call over the
 whole block does not do; ``fast`` needs per-env snapshots.
 
-May import: numpy, ``marl_vec.buffers``, ``marl_vec.envs.base``.
+May import: numpy, ``marl_vec.core.buffers``, ``marl_vec.envs.base``.
 
 Example (a family's engine module)::
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 
 SUPPORTED_AUTORESET = ("same_step", "disabled")

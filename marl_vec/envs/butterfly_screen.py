@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.aec_parallel import AECParallelAdapter
 
 # One agent's observation: a (rows, columns) window of the screen as the state lays it out.

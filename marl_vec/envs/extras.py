@@ -6,7 +6,7 @@ it is used and then says what to install. A family whose id names a module
 (PettingZoo's ``mpe2.simple_spread_v3``) imports it with :func:`import_env_module`,
 which tells a misspelt id (:class:`UnknownEnvError`, with close matches) from a
 missing package (:class:`MissingExtraError`). This module sits at the bottom of
-``marl_vec.envs``: it imports only :mod:`marl_vec.errors` from marl_vec, and the
+``marl_vec.envs``: it imports only :mod:`marl_vec.core.errors` from marl_vec, and the
 registry and every family may import it.
 
 Example::
@@ -28,7 +28,7 @@ import sys
 from types import ModuleType
 from typing import Iterable
 
-from marl_vec.errors import SetupError
+from marl_vec.core.errors import SetupError
 
 
 class MissingExtraError(SetupError, ImportError):

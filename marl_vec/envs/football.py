@@ -52,10 +52,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.extras import UnknownEnvError, require
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 
 REPRESENTATIONS = ("simple115v2", "simple115", "extracted")
 REWARDS = ("scoring", "scoring,checkpoints")

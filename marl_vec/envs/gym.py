@@ -1,6 +1,6 @@
 """Any single-agent ``gymnasium.Env`` as a one-agent env.
 
-Observation spaces: every space of :mod:`marl_vec.spaces` (Box of any dtype,
+Observation spaces: every space of :mod:`marl_vec.core.spaces` (Box of any dtype,
 Discrete with its start, MultiDiscrete, MultiBinary, Dict and Tuple nested); the
 state is the observation. Action spaces: Discrete (values kept, start
 included; all actions always available), Box, MultiDiscrete and MultiBinary.
@@ -21,12 +21,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import RowViews
+from marl_vec.core import spaces
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
 from marl_vec.envs.gym_chain import FastChain, fast_chain
-from marl_vec.obs_types import OBS_KIND_ATTR, obs_kind
-from marl_vec.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
+from marl_vec.core.obs_types import OBS_KIND_ATTR, obs_kind
+from marl_vec.core.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
 ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
@@ -147,7 +147,7 @@ class GymAdapter(NativeEnvAdapter):
     # setattr would set a new attribute on the outermost wrapper, leaving the env unchanged.
 
     def get_native_attr(self, name: str) -> Any:
-        if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.obs_types)
+        if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.core.obs_types)
             return self._obs_kind
         self._touched[0] = True  # what it returns (a wrapper, a method) may change the chain
         self._reset_below = None
@@ -198,7 +198,7 @@ class _GymGroupStepper(GroupStepper):
     numpy assignment each per run. The actions an env sees are those of
     ``GymAdapter.step``: numpy integers (gymnasium checks Python ints more
     slowly) or the row's action array. Dict/Tuple observations are written leaf
-    by leaf through their :class:`~marl_vec.spaces.TreeView`.
+    by leaf through their :class:`~marl_vec.core.spaces.TreeView`.
 
     Below the check-only wrappers: when every env's chain is ``gym.make``'s (see
     :mod:`marl_vec.envs.gym_chain`) and its checks are done (after the first two

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.pettingzoo import PettingZooAdapter
 
 # The native env's methods the engine path replaces: a subclass that overrides one of

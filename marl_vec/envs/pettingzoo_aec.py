@@ -51,9 +51,9 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.pettingzoo import PettingZooAdapter, _write_multi_discrete_mask
-from marl_vec.spec import WAIT, DiscreteAction
+from marl_vec.core.spec import WAIT, DiscreteAction
 
 
 def reseeds_from_entropy(env: Any) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
-from marl_vec.errors import SetupError
+from marl_vec.core.errors import SetupError
 
 __all__ = ["FAMILIES", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "as_adapter", "family",
            "make_env", "make_env_fn", "require"]
@@ -152,7 +152,7 @@ def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> No
     ...     print(str(err)[:59])
     env_fns 0 and 1 returned the same env object (CartPoleEnv);
     """
-    from marl_vec.errors import SameEnvError
+    from marl_vec.core.errors import SameEnvError
 
     owner: dict[int, int] = {}  # id of an adapter or of its innermost env -> the first env index that has it
     for j, adapter in enumerate(adapters):

@@ -55,12 +55,12 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import RowViews
+from marl_vec.core import spaces
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.base import NativeEnvAdapter
 from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.envs.gym import action_spec_of
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 
 
 def _lbf_terminal(env: Any) -> bool:

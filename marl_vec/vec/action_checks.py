@@ -10,7 +10,7 @@ rest, and for every leaf of Dict/Tuple action spaces.
 
 Example:
     >>> import numpy as np
-    >>> from marl_vec.spec import MultiBinaryAction
+    >>> from marl_vec.core.spec import MultiBinaryAction
     >>> check = LeafCheck(MultiBinaryAction((2,)), ("a",))
     >>> check(np.array([[[0, 2]]]), np.ones((1, 1), bool))
     Traceback (most recent call last):
@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.spec import (ContinuousAction, DiscreteAction, LeafAction, MultiBinaryAction, MultiDiscreteAction,
+from marl_vec.core import spaces
+from marl_vec.core.spec import (ContinuousAction, DiscreteAction, LeafAction, MultiBinaryAction, MultiDiscreteAction,
                            ObjectAction)
 
 

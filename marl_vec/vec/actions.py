@@ -21,9 +21,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import BatchBuffers
-from marl_vec.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
+from marl_vec.core import spaces
+from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
 from marl_vec.vec.action_checks import LeafCheck, leaf_label
 from marl_vec.vec.turns import TurnActions
 

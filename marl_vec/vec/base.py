@@ -1,6 +1,6 @@
 """VecEnv: the batched API every backend shares.
 
-A backend only moves work to where its :class:`~marl_vec.group.EnvGroup`\\ s run
+A backend only moves work to where its :class:`~marl_vec.core.group.EnvGroup`\\ s run
 (this process, worker processes, Ray actors). Validation of actions, the shape
 of results, copying, episode statistics and the closed state live here once.
 
@@ -31,12 +31,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marl_vec.buffers import BatchBuffers, obs_leaves
-from marl_vec.episode import AutoresetMode, EpisodeStatistics
-from marl_vec.errors import AlreadyPendingCallError, MissingAttribute
-from marl_vec.group import EnvFinishedError
-from marl_vec.spec import EnvSpec
-from marl_vec.state import with_state
+from marl_vec.core.buffers import BatchBuffers, obs_leaves
+from marl_vec.core.episode import AutoresetMode, EpisodeStatistics
+from marl_vec.core.errors import AlreadyPendingCallError, MissingAttribute
+from marl_vec.core.group import EnvFinishedError
+from marl_vec.core.spec import EnvSpec
+from marl_vec.core.state import with_state
 from marl_vec.vec.actions import ActionWriter, as_object_array
 from marl_vec.vec.results import ResultMaker, StepResult
 from marl_vec.vec.turns import legal_actions
@@ -247,7 +247,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
     def episode_statistics(self) -> dict[str, float]:
         """Means over the last ``stats_window`` (100) finished episodes, plus the count
         of all finished episodes (``episodes``, an int); the rules are in
-        :class:`~marl_vec.episode.EpisodeStatistics`."""
+        :class:`~marl_vec.core.episode.EpisodeStatistics`."""
         return self.statistics.means()
 
     def render(self) -> list[Any]:

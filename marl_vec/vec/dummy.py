@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Sequence
 
-from marl_vec.buffers import BatchBuffers
+from marl_vec.core.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
-from marl_vec.episode import AutoresetMode
-from marl_vec.group import EnvGroup
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.group import EnvGroup
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 
@@ -41,11 +41,11 @@ class DummyVecEnv(AsyncPool, VecEnv):
         validate: check actions' shape, range and availability.
         stats_window: how many of the last finished episodes ``episode_statistics()`` averages over.
         restart_on_error: per-env budget of rebuilds after an env raises (see
-            :class:`~marl_vec.group.EnvGroup`); 0 lets the error propagate.
+            :class:`~marl_vec.core.group.EnvGroup`); 0 lets the error propagate.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.state`).
+            (see :mod:`marl_vec.core.state`).
         batch_size: envs per :meth:`recv` of the (synchronous) async pool (default ``num_envs``).
     """
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Sequence
 
-from marl_vec.state import with_state
+from marl_vec.core.state import with_state
 from marl_vec.vec.base import VecEnv
 
 # backend name -> (module, class); modules are imported only when chosen.
@@ -49,7 +49,7 @@ def make_vec(
     """Run ``env_fns`` as one batch on ``backend`` (dummy, subproc or ray).
 
     ``state``: what ``StepResult.state`` holds, ``auto`` (default), ``env``, ``concat``
-    or ``none`` (see :mod:`marl_vec.state`); every backend applies it where it makes
+    or ``none`` (see :mod:`marl_vec.core.state`); every backend applies it where it makes
     its envs. ``backend_kwargs`` go to the backend (``num_workers``, ``start_method``, ...).
     """
     cls = backend_class(backend)

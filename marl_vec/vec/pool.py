@@ -26,7 +26,7 @@ Contract:
   trees) with a row per sent env, ``(len(env_ids), n_agents, ...)``, row k for env
   ``env_ids[k]``, validated against those envs' own rows as ``step()`` validates; ``env_ids``
   as ``reset()`` takes them (ints, or a boolean mask of length ``num_envs``). Any other env raises
-  :class:`~marl_vec.errors.PoolNotReadyError` and nothing is sent: no env is stepped
+  :class:`~marl_vec.core.errors.PoolNotReadyError` and nothing is sent: no env is stepped
   twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
   (``same_step`` or ``fast`` only: ``final_*`` of the finished rows ride in the result).
@@ -71,8 +71,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.errors import PoolNotReadyError
+from marl_vec.core import spaces
+from marl_vec.core.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
 from marl_vec.vec.copies import blank_rows
 from marl_vec.vec.worker import ObjectReply, decode, encode_pool_step

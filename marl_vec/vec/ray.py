@@ -1,6 +1,6 @@
 """RayVecEnv: EnvGroups in Ray actors, for batches larger than one machine.
 
-Each actor hosts one :class:`~marl_vec.group.EnvGroup` over plain buffers that
+Each actor hosts one :class:`~marl_vec.core.group.EnvGroup` over plain buffers that
 hold only its block of envs. ``step_async`` sends every actor its slice of the
 actions; ``step_wait`` gathers the blocks' arrays (plus the final rows of envs
 that finished, and only the non-empty infos) and copies them into this
@@ -49,11 +49,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import BatchBuffers
-from marl_vec.episode import AutoresetMode
-from marl_vec.errors import SameEnvError, SetupError
-from marl_vec.spec import SpecMismatchError
+from marl_vec.core import spaces
+from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.errors import SameEnvError, SetupError
+from marl_vec.core.spec import SpecMismatchError
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool
 from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, FailedStep, GroupHost
@@ -103,7 +103,7 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             on this machine), else a multiple of the actors' block size, since an actor
             answering Ray calls steps its whole block (see :mod:`marl_vec.vec.pool`).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.state`), applied where the actors build their envs.
+            (see :mod:`marl_vec.core.state`), applied where the actors build their envs.
     """
 
     def __init__(

@@ -22,10 +22,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import BatchBuffers
-from marl_vec.errors import SameEnvError, SetupError
-from marl_vec.spec import SpecMismatchError
+from marl_vec.core import spaces
+from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.errors import SameEnvError, SetupError
+from marl_vec.core.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
 from marl_vec.vec.ray_session import ray_module
 from marl_vec.vec.worker import run_command
@@ -68,7 +68,7 @@ class GroupHost:
     def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
                  env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
         from marl_vec.envs.registry import as_adapter, check_distinct_envs
-        from marl_vec.group import EnvGroup
+        from marl_vec.core.group import EnvGroup
 
         # Envs of this block whose specs differ, or a setup error (a missing extra, an unknown
         # id): the driver raises it itself (see spec()), as in this process, instead of a dead
@@ -128,7 +128,7 @@ class GroupHost:
         socket's address, or None when the block cannot be mapped here (the driver
         then keeps using Ray calls).
         """
-        from marl_vec.group import EnvGroup
+        from marl_vec.core.group import EnvGroup
         from marl_vec.vec.ray_link import serve_in_thread
 
         try:

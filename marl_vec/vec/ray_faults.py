@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from marl_vec.episode import AutoresetMode
-from marl_vec.group import rebuild_seed
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.group import rebuild_seed
 from marl_vec.vec.ray_session import ray_module
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marl_vec.buffers import BatchBuffers
+from marl_vec.core.buffers import BatchBuffers
 from marl_vec.vec.ray_actor import COMMANDS
 from marl_vec.vec.ray_faults import RayWorkerError, _Lost
 from marl_vec.vec.ray_session import ray_module

@@ -22,8 +22,8 @@ from typing import Any, Callable, cast
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.buffers import BatchBuffers
+from marl_vec.core import spaces
+from marl_vec.core.buffers import BatchBuffers
 from marl_vec.vec.copies import LARGE, blank_rows, copier_for, zeros_makers
 
 

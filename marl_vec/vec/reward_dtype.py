@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.spec import EnvSpec
+from marl_vec.core.spec import EnvSpec
 
 REWARD_DTYPES = ("float32", "float64")
 

@@ -1,6 +1,6 @@
 """SubprocVecEnv: blocks of envs in worker processes, stepping over shared memory.
 
-``W`` worker processes each host one :class:`~marl_vec.group.EnvGroup` over a
+``W`` worker processes each host one :class:`~marl_vec.core.group.EnvGroup` over a
 contiguous block of envs. Every step buffer (actions, obs, state, masks,
 rewards, flags, final_*) lives in one shared-memory block that all processes
 map, so a step sends one byte to each worker and gets back an empty answer, or
@@ -20,8 +20,8 @@ guard its code with ``if __name__ == "__main__":`` (the workers import it).
 
 Faults never hang the caller: every wait is bounded by ``timeout`` and watches
 the workers' process sentinels, so an env's exception arrives as a
-:class:`~marl_vec.errors.WorkerError` naming the env, the worker and the
-original traceback, and a killed worker as a :class:`~marl_vec.errors.WorkerDiedError`.
+:class:`~marl_vec.core.errors.WorkerError` naming the env, the worker and the
+original traceback, and a killed worker as a :class:`~marl_vec.core.errors.WorkerDiedError`.
 
 Example:
     >>> import gymnasium as gym, numpy as np
@@ -46,9 +46,9 @@ import pickle
 import weakref
 from typing import Any, Callable, Sequence
 
-from marl_vec.buffers import BatchBuffers, block_name
-from marl_vec.episode import AutoresetMode
-from marl_vec.errors import PoolNotReadyError, WorkerDiedError, WorkerError
+from marl_vec.core.buffers import BatchBuffers, block_name
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.subproc_faults import SubprocFaults, _Lost
@@ -86,7 +86,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.state`).
+            (see :mod:`marl_vec.core.state`).
         batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``), any
             number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
         step_in_main: the main process steps the last block itself while the workers

@@ -1,9 +1,9 @@
 """SubprocVecEnv's error handling: how a worker died, why it is not replaced, replacing it.
 
-An env's exception arrives from its worker as a :class:`~marl_vec.errors.WorkerError`
+An env's exception arrives from its worker as a :class:`~marl_vec.core.errors.WorkerError`
 (by :meth:`~marl_vec.vec.subproc_transport.SubprocTransport._collect`). A worker
 process that dies is found by its sentinel and named with its pid, its block and
-how it exited; it breaks the SubprocVecEnv (:class:`~marl_vec.errors.WorkerDiedError`)
+how it exited; it breaks the SubprocVecEnv (:class:`~marl_vec.core.errors.WorkerDiedError`)
 unless ``restart_on_error`` lets a new worker take its block (same_step and fast
 modes), whose envs then end their episodes as truncated.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from marl_vec.episode import AutoresetMode
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.errors import WorkerDiedError, WorkerError
 
 
 def _describe_exit(exitcode: int | None) -> str:

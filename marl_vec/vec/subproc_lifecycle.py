@@ -1,11 +1,11 @@
 """SubprocVecEnv's worker lifecycle: the start method, starting a worker, replacing one, shutting all down.
 
-A worker process hosts one :class:`~marl_vec.group.EnvGroup` over a contiguous
+A worker process hosts one :class:`~marl_vec.core.group.EnvGroup` over a contiguous
 block of envs (:func:`_blocks`). It is started with the env_fns of its block
 (pickled with cloudpickle unless forked), answers ``start`` with its envs'
 specs, then maps the shared block (``attach``). A worker that died in a step
 is replaced by a new one over the same block, seeded anew
-(:func:`~marl_vec.group.rebuild_seed`). :func:`_shutdown` stops every worker,
+(:func:`~marl_vec.core.group.rebuild_seed`). :func:`_shutdown` stops every worker,
 politely then by force, and is bounded in time whatever state they are in.
 
 Example:
@@ -27,11 +27,11 @@ import threading
 import time
 from typing import Any, Callable
 
-from marl_vec.buffers import BatchBuffers
-from marl_vec.episode import AutoresetMode
-from marl_vec.errors import SameEnvError, WorkerError
-from marl_vec.group import rebuild_seed
-from marl_vec.spec import EnvSpec
+from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.errors import SameEnvError, WorkerError
+from marl_vec.core.group import rebuild_seed
+from marl_vec.core.spec import EnvSpec
 from marl_vec.vec.native_threads import threads_beside_main
 from marl_vec.vec.subproc_local import LocalHost
 from marl_vec.vec.worker import worker_main
@@ -175,7 +175,7 @@ class SubprocLifecycle:
 
 # What every worker imports before building its envs: preloaded once by the fork server
 # (if it is not running yet), its workers share these pages instead of importing them each.
-WORKER_MODULES = ("marl_vec.vec.worker", "marl_vec.group", "marl_vec.buffers", "marl_vec.envs.registry", "cloudpickle")
+WORKER_MODULES = ("marl_vec.vec.worker", "marl_vec.core.group", "marl_vec.core.buffers", "marl_vec.envs.registry", "cloudpickle")
 
 
 def _preload_forkserver() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import select
 from typing import Any
 
-from marl_vec.errors import WorkerError
+from marl_vec.core.errors import WorkerError
 
 
 class SubprocPool:

@@ -27,8 +27,8 @@ import pickle
 import time
 from typing import Any, Sequence
 
-from marl_vec.buffers import BatchBuffers
-from marl_vec.errors import WorkerDiedError, WorkerError
+from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.errors import WorkerDiedError, WorkerError
 from marl_vec.vec.subproc_faults import _Lost
 from marl_vec.vec.subproc_local import LocalHost
 from marl_vec.vec.worker import STEP, ObjectReply, decode, poll_until

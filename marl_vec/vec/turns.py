@@ -15,7 +15,7 @@ learner's envs wait. (Not for games whose Discrete moves start at -1 or lower.)
 
 Example:
     >>> import numpy as np
-    >>> from marl_vec.spec import DiscreteAction, EnvSpec
+    >>> from marl_vec.core.spec import DiscreteAction, EnvSpec
     >>> spec = EnvSpec(("x", "o"), (9,), np.int8, (18,), np.int8, DiscreteAction(9),
     ...                turn_based=True, env_name="tictactoe_v3")
     >>> turns = TurnActions(spec)
@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from marl_vec.spec import WAIT, DiscreteAction, EnvSpec
+from marl_vec.core.spec import WAIT, DiscreteAction, EnvSpec
 
 _SHOWN = 40  # legal moves listed in an error (go has up to 362)
 

@@ -37,7 +37,7 @@ import traceback
 from array import array
 from typing import Any, Callable, Sequence, TypeVar
 
-from marl_vec.errors import SetupError
+from marl_vec.core.errors import SetupError
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ def encode_ok(payload: Any) -> bytes:
 def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:
     """An error as plain strings: the exception object may not pickle, its traceback never does.
 
-    A :class:`~marl_vec.errors.SetupError` of marl_vec's own (a missing extra, an
+    A :class:`~marl_vec.core.errors.SetupError` of marl_vec's own (a missing extra, an
     unknown env id, ...) goes whole in place of its repr, so the caller can show its
     message alone (``WorkerError.cause``). Only marl_vec's: the parent can always
     import their classes to unpickle them.
@@ -178,7 +178,7 @@ def worker_main(
         # block is not in the resource tracker's care), so the workers do.
         name = buffers.shm_name if buffers is not None else block_name
         if environ is None and name:  # forked (see SubprocVecEnv)
-            from marl_vec.buffers import unlink_block
+            from marl_vec.core.buffers import unlink_block
 
             unlink_block(name)
     finally:
@@ -191,7 +191,7 @@ def build_adapters(send: Any, env_fns: Any, start: int) -> tuple[list, list] | N
     stopped it. Returns ``(env_fns, adapters)`` (env_fns unpickled), or None when the
     block cannot go on (its adapters closed)."""
     from marl_vec.envs.registry import as_adapter, check_distinct_envs
-    from marl_vec.errors import SameEnvError
+    from marl_vec.core.errors import SameEnvError
 
     adapters: list = []
     try:
@@ -224,8 +224,8 @@ def attach(send: Any, data: bytes, env_fns: list, adapters: list, start: int, nu
     """Answer the parent's ``attach`` command (``data``): map the shared block and make the
     :class:`EnvGroup` over the adapters; returns ``(group, buffers)``, or None when the
     parent gave up or attaching failed (the adapters are closed, the error sent)."""
-    from marl_vec.buffers import BatchBuffers
-    from marl_vec.group import EnvGroup
+    from marl_vec.core.buffers import BatchBuffers
+    from marl_vec.core.group import EnvGroup
 
     command, *args = pickle.loads(data)
     if command != "attach":  # the parent gave up (another worker failed)

@@ -8,7 +8,7 @@ step), bad indices and bad actions, and ``close`` (on a batch built for the exam
 After each rule, every row returned equals the oracle's (tests/fuzz/oracle.py), an
 error is the documented one, naming the env, and a result returned earlier
 (``copy=True``) is unchanged. A synchronous step in which an env raises is modelled as
-docs/backends/subproc.md states it (marl_vec/group_errors.py): in each block of envs
+docs/backends/subproc.md states it (marl_vec/core/group_errors.py): in each block of envs
 (a worker's, a Ray actor's, the whole batch in DummyVecEnv) the envs before the first
 one that raises keep their step (an episode that ended is autoreset), that env and the
 ones after it are not stepped, and the other blocks step whole; the episodes that ended
@@ -31,7 +31,7 @@ from hypothesis import event, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from marl_vec.errors import AlreadyPendingCallError
+from marl_vec.core.errors import AlreadyPendingCallError
 from marl_vec.vec.base import ClosedEnvError
 from tests.fuzz.envs import AGENTS, N_ACTIONS
 from tests.fuzz.harness import (CONFIGS, POOL_BACKENDS, VenvCache, assert_left_nothing, blocks_of, footprint,

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from marl_vec.errors import WorkerError
+from marl_vec.core.errors import WorkerError
 from tests.fuzz.oracle import EnvOracle, Row
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import event, strategies as st
 from hypothesis.stateful import precondition, rule
 
-from marl_vec.errors import PoolNotReadyError
+from marl_vec.core.errors import PoolNotReadyError
 from tests.fuzz.envs import N_ACTIONS
 from tests.fuzz.machine import FuzzMachine, ids_in, tracked
 from tests.fuzz.model import env_error_types, error_env

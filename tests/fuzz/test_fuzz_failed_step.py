@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marl_vec.errors import PoolNotReadyError
+from marl_vec.core.errors import PoolNotReadyError
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.fuzz.envs import AGENTS, FuzzEnv, box_env

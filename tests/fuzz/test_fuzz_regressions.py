@@ -16,7 +16,7 @@ import pytest
 from gymnasium.error import ResetNeeded
 
 import marl_vec as mv
-from marl_vec.errors import PoolNotReadyError, WorkerError
+from marl_vec.core.errors import PoolNotReadyError, WorkerError
 from tests.fuzz.envs import AGENTS, box_env
 from tests.fuzz.harness import arm
 

@@ -5,7 +5,7 @@ One idea: :class:`AtariAdapter` steps a chain from
 clips rewards while keeping the raw score, and snapshots/restores the emulator
 and the wrappers' state for ``autoreset="fast"``.
 
-May import: numpy, gymnasium (lazily), ``marl_vec.buffers``, ``marl_vec.spec``,
+May import: numpy, gymnasium (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``,
 ``marl_vec.envs.base``, ``marl_vec.envs.atari.chain`` and ``.snapshot``.
 
 Example:
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.chain import Preprocessing, chain_step_limit
 from marl_vec.envs.atari.snapshot import stateless_wrappers, wrapper_savers
 from marl_vec.envs.base import NativeEnvAdapter, one_agent_spec
-from marl_vec.spec import DiscreteAction
+from marl_vec.core.spec import DiscreteAction
 
 
 class AtariAdapter(NativeEnvAdapter):

@@ -48,7 +48,7 @@ stepper every engine shares, and the registry of engine kinds),
 :mod:`~marl_vec.envs.atari.envpool_engine` (EnvPool's).
 
 May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
-``marl_vec.buffers``, ``marl_vec.spec``, ``marl_vec.envs.base``,
+``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.base``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and the engine modules above.
 
 Example:
@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.ale_vector_engine import AleEngine, AleVectorStepper
 from marl_vec.envs.atari.chain import Preprocessing
 from marl_vec.envs.atari.engine_config import (ENGINES, SUPPORTED_AUTORESET, EngineConfig, _game_of, _n_actions,
@@ -75,7 +75,7 @@ from marl_vec.envs.atari.engine_config import (ENGINES, SUPPORTED_AUTORESET, Eng
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper, make_engine, stepper_class
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv, one_agent_spec
 from marl_vec.envs.extras import require
-from marl_vec.spec import DiscreteAction
+from marl_vec.core.spec import DiscreteAction
 
 __all__ = ["ENGINES", "ENGINE_KINDS", "SUPPORTED_AUTORESET", "AleEngine", "AleVectorAtariAdapter", "AleVectorStepper",
            "EngineConfig", "EngineStepper", "engine_unsupported_reason", "envpool_task", "fastest_engine",

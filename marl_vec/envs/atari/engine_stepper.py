@@ -6,7 +6,7 @@ the group in one native call; each engine kind subclasses it
 :class:`~marl_vec.envs.atari.envpool_engine.EnvPoolStepper`) and registers itself in
 :data:`ENGINE_KINDS`.
 
-May import: ``marl_vec.buffers``, ``marl_vec.envs.base``, ``marl_vec.envs.atari.engine_config``.
+May import: ``marl_vec.core.buffers``, ``marl_vec.envs.base``, ``marl_vec.envs.atari.engine_config``.
 
 Example:
     >>> stepper_class(config)  # doctest: +SKIP
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.engine_config import SUPPORTED_AUTORESET, EngineConfig
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
 

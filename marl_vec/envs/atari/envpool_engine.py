@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.engine_config import EngineConfig
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper
 from marl_vec.envs.base import MultiAgentEnv

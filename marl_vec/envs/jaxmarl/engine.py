@@ -25,7 +25,7 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   Those raise ValueError at construction with the reason.
 
-May import: numpy, jax (lazily), ``marl_vec.buffers``, ``marl_vec.spec``, ``marl_vec.envs.block_engine``,
+May import: numpy, jax (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
 Example:
@@ -44,13 +44,13 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.extras import require
 from marl_vec.envs.jaxmarl.catalog import make_native, resolve
 from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
 from marl_vec.envs.jaxmarl.views import View, view_class
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 
 @dataclasses.dataclass(frozen=True)
 class Model:

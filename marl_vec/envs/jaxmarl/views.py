@@ -18,7 +18,7 @@ know nothing of batching.
   move has only its no-op).
 - :class:`SmaxView`: SMAC's view of SMAX (see :mod:`marl_vec.envs.jaxmarl`).
 
-May import: jax, numpy, ``marl_vec.spec``.
+May import: jax, numpy, ``marl_vec.core.spec``.
 
 Example (inside the engine, under jit and vmap)::
 

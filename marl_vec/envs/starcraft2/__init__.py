@@ -15,7 +15,7 @@ One idea per module, each importing only those above it in this list:
 - this module: the public names and the registry's factory :func:`make_starcraft2`.
 
 Modules of this package import :mod:`marl_vec.envs.base`, :mod:`marl_vec.envs.extras`
-and :mod:`marl_vec.spec` from outside it, never the registry.
+and :mod:`marl_vec.core.spec` from outside it, never the registry.
 
 Example (with pysc2's mock game; a real game needs ``SC2PATH``)::
 

@@ -4,7 +4,7 @@
 map (:mod:`.maps`), runs the game (:mod:`.game`), reads the units
 (:mod:`.units`), sends actions (:mod:`.actions`), writes SMAC's features
 (:mod:`.features`) and reward (:mod:`.reward`), and decides how an episode
-ends. Imports: those modules, :mod:`marl_vec.envs.base`, :mod:`marl_vec.spec`.
+ends. Imports: those modules, :mod:`marl_vec.envs.base`, :mod:`marl_vec.core.spec`.
 
 It drives ``pysc2.env.sc2_env.SC2Env`` (or any object with its interface, such
 as pysc2's ``mock_sc2_env.SC2TestEnv``) and presents it the way SMAC does:
@@ -49,7 +49,7 @@ from marl_vec.envs.starcraft2.game import BY_DIFFICULTY, GameSession, check_game
 from marl_vec.envs.starcraft2.maps import MapInfo, resolve_map
 from marl_vec.envs.starcraft2.reward import SmacReward
 from marl_vec.envs.starcraft2.units import Roster
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 
 _STATS = ("battle_won", "dead_allies", "dead_enemies")
 

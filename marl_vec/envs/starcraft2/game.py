@@ -23,7 +23,7 @@ import sys
 from typing import Any, Callable, NamedTuple
 
 from marl_vec.envs.starcraft2.maps import MapInfo
-from marl_vec.errors import SetupError
+from marl_vec.core.errors import SetupError
 
 _INSTALL_HELP = (
     "StarCraft II is not installed here. Install the Linux game package from "

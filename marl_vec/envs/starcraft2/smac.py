@@ -4,7 +4,7 @@
 github.com/oxwhirl/smac, not the package index) and reads its observations,
 state and available actions into the buffer row. It shares nothing with the
 pysc2-based adapter but the conventions. Imports: :mod:`marl_vec.envs.base`,
-:mod:`marl_vec.envs.extras`, :mod:`marl_vec.spec` (SMAC only when constructed).
+:mod:`marl_vec.envs.extras`, :mod:`marl_vec.core.spec` (SMAC only when constructed).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import require
-from marl_vec.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import DiscreteAction, EnvSpec
 
 
 class SmacAdapter(MultiAgentEnv):

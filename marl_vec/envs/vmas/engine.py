@@ -31,7 +31,7 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   They raise ValueError at construction with the reason.
 
-May import: numpy, torch and vmas (lazily), ``marl_vec.buffers``, ``marl_vec.envs.block_engine``,
+May import: numpy, torch and vmas (lazily), ``marl_vec.core.buffers``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.vmas.{catalog,model}``.
 
 Example:
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.buffers import RowViews
+from marl_vec.core.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.vmas.catalog import batch_seed, episode_seed
 from marl_vec.envs.vmas.model import Model, RandomState, model_of, raw_calls, seed_installed

@@ -20,7 +20,7 @@ private random state each VMAS batch runs on.
   ``get_state``/``set_state`` are slow), and ``Environment.seed`` another
   0.15 ms (``torch.manual_seed`` also queues CUDA, MPS and XPU seeds).
 
-May import: numpy, torch and vmas (lazily), ``marl_vec.spec``, ``marl_vec.envs.vmas.catalog``.
+May import: numpy, torch and vmas (lazily), ``marl_vec.core.spec``, ``marl_vec.envs.vmas.catalog``.
 
 Example:
     >>> model = model_of("balance", {"continuous_actions": False, "max_steps": 100})
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.envs.vmas.catalog import import_vmas, make_native, resolve, split_options
-from marl_vec.spec import ContinuousAction, DiscreteAction, EnvSpec
+from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec
 
 
 class RandomState:

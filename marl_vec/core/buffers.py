@@ -9,7 +9,7 @@ Adapters never see the whole batch: an :class:`EnvGroup` hands each adapter the
 
 Example:
     >>> import numpy as np
-    >>> from marl_vec.spec import EnvSpec, DiscreteAction
+    >>> from marl_vec.core.spec import EnvSpec, DiscreteAction
     >>> spec = EnvSpec(("a",), (3,), np.float32, (3,), np.float32, DiscreteAction(2))
     >>> buf = BatchBuffers(spec, num_envs=4)
     >>> buf.obs.shape, buf.avail_actions.shape
@@ -28,8 +28,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from marl_vec import spaces
-from marl_vec.spec import EnvSpec, TreeAction
+from marl_vec.core import spaces
+from marl_vec.core.spec import EnvSpec, TreeAction
 
 _ALIGN = 64  # cache-line aligned fields: workers writing neighbouring fields do not share lines
 
@@ -45,7 +45,7 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     """Name, shape and dtype of every batch array, in storage order.
 
     Observations (and final observations) take one array per leaf of the
-    observation space, named by :func:`marl_vec.spaces.path_name`.
+    observation space, named by :func:`marl_vec.core.spaces.path_name`.
     """
     E, A = num_envs, spec.n_agents
     obs = obs_leaves(spec)
@@ -115,7 +115,7 @@ class RowViews:
 class BatchBuffers:
     """The preallocated ``(E, A, ...)`` arrays of a batch.
 
-    Object leaves (Text, Graph, ... spaces; see :mod:`marl_vec.spaces`) are object
+    Object leaves (Text, Graph, ... spaces; see :mod:`marl_vec.core.spaces`) are object
     arrays in this process's memory even for a shared batch: a process that steps
     envs for another sends their rows along with its answer (:meth:`object_rows`,
     :meth:`write_object_rows`), and receives object actions with its step command.

@@ -21,7 +21,7 @@ from typing import Any, Union
 import gymnasium as gym
 import numpy as np
 
-from marl_vec import spaces
+from marl_vec.core import spaces
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class MultiBinaryAction(_UnmaskedAction):
 class ObjectAction(_UnmaskedAction):
     """Each agent gives one value of a space without a fixed shape (Text, Graph,
     Sequence, OneOf, a custom ``Space``): the action buffer is an ``(E, A)`` object
-    array holding the values as given (see :mod:`marl_vec.spaces`)."""
+    array holding the values as given (see :mod:`marl_vec.core.spaces`)."""
 
     space_: gym.Space = field(hash=False)
 

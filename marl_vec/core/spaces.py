@@ -11,7 +11,7 @@ Spaces without a fixed shape (Text, Graph, Sequence, OneOf, custom ``Space``
 subclasses; gymnasium batches them as a Tuple of per-env spaces) may be
 *object leaves* where the caller allows them (``leaves(..., objects=True)``):
 an ``(E, A)`` numpy object array holding each value as the env gave it. They
-never live in shared memory; see :mod:`marl_vec.buffers`.
+never live in shared memory; see :mod:`marl_vec.core.buffers`.
 
 Example:
     >>> import gymnasium as gym, numpy as np

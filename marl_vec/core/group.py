@@ -19,11 +19,11 @@ from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
-from marl_vec.buffers import BatchBuffers
+from marl_vec.core.buffers import BatchBuffers
 from marl_vec.envs.base import GroupStepper, MultiAgentEnv
-from marl_vec.episode import AutoresetMode, EpisodeTracker
-from marl_vec.errors import MissingAttribute
-from marl_vec.group_errors import failed_index, rebuild_seed, settle_stepped
+from marl_vec.core.episode import AutoresetMode, EpisodeTracker
+from marl_vec.core.errors import MissingAttribute
+from marl_vec.core.group_errors import failed_index, rebuild_seed, settle_stepped
 
 EnvFn = Callable[[], Any]
 

@@ -1,7 +1,7 @@
 """EnvGroup's bookkeeping when an env raises part-way through a step with no restart left,
 and the seed of a rebuilt env (:func:`rebuild_seed`).
 
-:meth:`EnvGroup.step <marl_vec.group.EnvGroup.step>` steps its envs in order. When env
+:meth:`EnvGroup.step <marl_vec.core.group.EnvGroup.step>` steps its envs in order. When env
 ``f`` raises and may not restart, the envs before it have already stepped: they get that
 step's full bookkeeping here (``done``, episode statistics, ``final_*`` and autoreset),
 exactly as a whole step gives it, before the error propagates. Env ``f`` and the envs
@@ -9,9 +9,9 @@ after it are left as they were (not stepped); env ``f`` needs ``reset(env_ids=[f
 
 Example:
     >>> import gymnasium as gym
-    >>> from marl_vec.buffers import BatchBuffers
+    >>> from marl_vec.core.buffers import BatchBuffers
     >>> from marl_vec.envs.registry import as_adapter
-    >>> from marl_vec.group import EnvGroup
+    >>> from marl_vec.core.group import EnvGroup
     >>> fns = [lambda: gym.make("CartPole-v1")] * 2
     >>> group = EnvGroup(fns, BatchBuffers(as_adapter(fns[0]()).spec, 2))
     >>> _ = group.reset(seed=0); infos = group.step()
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.episode import AutoresetMode
+from marl_vec.core.episode import AutoresetMode
 
 # The functions take an EnvGroup, typed Any: group.py imports this module, so importing
 # EnvGroup here (even for type checking) would make an import cycle (tests/test_layering.py).
