@@ -9,7 +9,7 @@ Cases, on a local cluster of this machine (``ray.init(num_cpus=4)``, logical CPU
 that both RayVecEnv candidates can be placed at once):
 
 - mpe2 simple_spread x 32: plain loop, DummyVecEnv, SubprocVecEnv (2 workers,
-  skipped with a note when marl_vec.vec.subproc is missing), RayVecEnv (2 actors)
+  skipped with a note when marl_vec.vec.subproc.vec_env is missing), RayVecEnv (2 actors)
   with each transport: ``auto`` (actors on this machine step over shared memory,
   what a one-machine run uses) and ``ray`` (every step through Ray calls, what
   actors on other machines use). The goal: RayVecEnv >= 0.8x SubprocVecEnv.
@@ -40,7 +40,7 @@ import marl_vec as mv  # noqa: E402
 from benchmark import Candidate, marl_vec_candidate, measure, plain_parallel_loop, report  # noqa: E402
 from marl_vec.envs import make_env_fn  # noqa: E402
 from marl_vec.envs.registry import require  # noqa: E402
-from marl_vec.vec.ray import TRANSPORTS  # noqa: E402
+from marl_vec.vec.ray.vec_env import TRANSPORTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -68,11 +68,11 @@ def main(argv: list[str] | None = None) -> list[str]:
             plain_parallel_loop(spread, n, actions),
             marl_vec_candidate("DummyVecEnv", lambda: mv.DummyVecEnv([spread_fn] * n), actions),
         ]
-        if importlib.util.find_spec("marl_vec.vec.subproc") is not None:
+        if importlib.util.find_spec("marl_vec.vec.subproc.vec_env") is not None:
             cases.append(marl_vec_candidate("SubprocVecEnv 2 workers",
                                             lambda: mv.SubprocVecEnv([spread_fn] * n, num_workers=2), actions))
         else:
-            print("[ray] marl_vec.vec.subproc is not available: SubprocVecEnv skipped", flush=True)
+            print("[ray] marl_vec.vec.subproc.vec_env is not available: SubprocVecEnv skipped", flush=True)
         for transport in TRANSPORTS:
             cases.append(marl_vec_candidate(
                 f"RayVecEnv 2 actors, {transport}",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_trajectories, sync_trajectories

@@ -84,7 +84,7 @@ def _error_types(backend: str) -> tuple[type[BaseException], ...]:
     if backend == "dummy":
         return (RuntimeError,)
     if backend.startswith("ray"):
-        from marl_vec.vec.ray import RayWorkerError
+        from marl_vec.vec.ray.vec_env import RayWorkerError
 
         return (RayWorkerError,)
     return (WorkerError,)

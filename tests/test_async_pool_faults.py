@@ -16,7 +16,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.core.errors import WorkerDiedError, WorkerError
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.pool_driver import DelayedEnv, policy
@@ -30,7 +30,7 @@ ONES = np.ones((2, 3), dtype=np.int64)
 def _ray_error() -> type:
     if importlib.util.find_spec("ray") is None:
         return WorkerError
-    from marl_vec.vec.ray import RayWorkerError
+    from marl_vec.vec.ray.vec_env import RayWorkerError
 
     return RayWorkerError
 

@@ -10,8 +10,8 @@ import pytest
 import marl_vec as mv
 import marl_vec.core.errors
 import marl_vec.vec.pool
-import marl_vec.vec.subproc
-from marl_vec.vec.subproc import SubprocVecEnv
+import marl_vec.vec.subproc.vec_env
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests import backends
 from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.scripted_envs import DyingAgentEnv
@@ -23,7 +23,7 @@ ONES = np.ones((1, 3), dtype=np.int64)  # available at t=0 for every agent (t % 
 def test_pool_not_ready_error_is_one_class_found_where_the_errors_are():
     assert mv.PoolNotReadyError is marl_vec.core.errors.PoolNotReadyError
     assert marl_vec.vec.pool.PoolNotReadyError is mv.PoolNotReadyError
-    assert marl_vec.vec.subproc.PoolNotReadyError is mv.PoolNotReadyError
+    assert marl_vec.vec.subproc.vec_env.PoolNotReadyError is mv.PoolNotReadyError
     assert issubclass(mv.PoolNotReadyError, RuntimeError)
 
 

@@ -243,7 +243,7 @@ def test_ray_actors_each_host_an_engine_bitwise_like_dummy(tmp_path_factory):
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
     import os
 
-    from marl_vec.vec.ray import RayVecEnv
+    from marl_vec.vec.ray.vec_env import RayVecEnv
 
     actions = random_actions(250, 4, 4, seed=6)
     fn = engine_fn(engine_threads=1)

@@ -31,7 +31,7 @@ MISTAKES = [
 
 def _backend(name: str) -> type:
     if name == "ray":
-        from marl_vec.vec.ray import RayVecEnv
+        from marl_vec.vec.ray.vec_env import RayVecEnv
 
         return RayVecEnv
     return {"dummy": mv.DummyVecEnv, "subproc": mv.SubprocVecEnv}[name]
@@ -46,7 +46,7 @@ def test_a_mistake_is_named_alike_by_every_backend_before_anything_starts(backen
     kwargs = {"env_fns": [DyingAgentEnv] * 2, **kwargs}
     kwargs["env_fns"] = [fn if not callable(fn) else _counting(fn, built) for fn in kwargs["env_fns"]]
     if backend == "ray":  # the check comes before a session: starting one would fail the test
-        import marl_vec.vec.ray as ray_backend
+        import marl_vec.vec.ray.vec_env as ray_backend
 
         monkeypatch.setattr(ray_backend, "acquire_session", _no_session)
     with pytest.raises(error, match=message.format(name=cls.__name__)):

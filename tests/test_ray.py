@@ -20,7 +20,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.vec.ray import RayVecEnv, RayWorkerError  # noqa: E402
+from marl_vec.vec.ray.vec_env import RayVecEnv, RayWorkerError  # noqa: E402
 from tests.reference import pettingzoo_plain_loop  # noqa: E402
 from tests.scripted_envs import DyingAgentEnv, FailingEnv  # noqa: E402
 

@@ -73,7 +73,7 @@ def test_close_shuts_down_the_cluster_it_started(short_dir):
 
 
 def test_too_long_temp_dir_is_refused_before_ray_starts():
-    from marl_vec.vec.ray import RayVecEnv
+    from marl_vec.vec.ray.vec_env import RayVecEnv
 
     with pytest.raises(ValueError, match=r"is 130 bytes long; allowed: at most 4\d \(Ray's socket paths"):
         RayVecEnv([lambda: None], temp_dir="/tmp/" + "x" * 125)

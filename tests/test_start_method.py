@@ -59,7 +59,7 @@ def test_openblas_pool_shut_down_by_a_fork_is_not_miscounted(tmp_path):
     code = """
     import os, numpy, torch
     from marl_vec.vec.native_threads import openblas_workers, threads_beside_main
-    from marl_vec.vec.subproc import default_start_method
+    from marl_vec.vec.subproc.vec_env import default_start_method
     before = openblas_workers()
     pid = os.fork()
     if pid == 0:

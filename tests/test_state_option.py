@@ -270,7 +270,7 @@ def test_ray_constructor_takes_state(backend, mode, request):
 
 
 def test_ray_refuses_an_unknown_state_mode_before_starting_a_cluster(monkeypatch):
-    import marl_vec.vec.ray as ray_backend
+    import marl_vec.vec.ray.vec_env as ray_backend
 
     def no_cluster(*args, **kwargs):
         raise AssertionError("a cluster was started")

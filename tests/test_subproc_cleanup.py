@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 import marl_vec as mv
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv
 from tests.sigint import default_sigint
 
@@ -134,7 +134,7 @@ SCRIPT = """
 import os, signal, sys, threading, time
 import numpy as np
 sys.path.insert(0, {repo!r})
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv
 
 class SlowEnv(DyingAgentEnv):

@@ -13,7 +13,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.core.errors import WorkerDiedError, WorkerError
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 from tests.sigint import interrupted
 

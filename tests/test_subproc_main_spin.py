@@ -15,8 +15,8 @@ import pytest
 
 from marl_vec.core.errors import WorkerDiedError, WorkerError
 from marl_vec.vec import subproc_transport
-from marl_vec.vec.subproc import SubprocVecEnv
-from marl_vec.vec.subproc_transport import SubprocTransport
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
+from marl_vec.vec.subproc.transport import SubprocTransport
 from tests import test_subproc_parity as parity
 from tests.pool_driver import STEPS, DelayedEnv, assert_same, pool_trajectories, sync_trajectories
 from tests.scripted_envs import DyingAgentEnv, SlowRecordingEnv
@@ -29,7 +29,7 @@ from tests.test_subproc_parity import cartpole, dying
 def cores(monkeypatch):
     """Sets the usable cores SubprocVecEnv sees (2 unless a test says otherwise)."""
     def set_cores(n: int) -> None:
-        monkeypatch.setattr("marl_vec.vec.subproc._cpu_count", lambda: n)
+        monkeypatch.setattr("marl_vec.vec.subproc.vec_env._cpu_count", lambda: n)
     set_cores(2)
     return set_cores
 

@@ -11,7 +11,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.core.errors import WorkerError
-from marl_vec.vec.subproc import SubprocVecEnv, default_start_method
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv, default_start_method
 from tests.scripted_envs import DyingAgentEnv
 
 MODES = ["same_step", "next_step", "disabled", "one_episode"]

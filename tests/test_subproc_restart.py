@@ -11,7 +11,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.core.errors import WorkerError
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv
 from tests.test_subproc_parity import assert_same_result, random_available
 

@@ -14,7 +14,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.core.errors import WorkerError
-from marl_vec.vec.subproc import SubprocVecEnv
+from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.scripted_envs import DyingAgentEnv, FailingEnv, SlowRecordingEnv
 from tests import test_subproc_parity as parity
 from tests.test_subproc_parity import MODES, cartpole, dying, random_available, spread
@@ -53,7 +53,7 @@ def test_the_main_process_steps_the_last_block():
 
 
 def test_default_num_workers_leaves_a_core_to_this_process(monkeypatch):
-    monkeypatch.setattr("marl_vec.vec.subproc._cpu_count", lambda: 2)
+    monkeypatch.setattr("marl_vec.vec.subproc.vec_env._cpu_count", lambda: 2)
     with SubprocVecEnv([DyingAgentEnv] * 4, step_in_main=True) as venv:
         assert venv.num_workers == 1 and venv._blocks == [(0, 2), (2, 4)]
 

@@ -133,7 +133,7 @@ def test_workers_beside_torch_threads_start_by_forkserver():
         "import torch; torch.set_num_threads(2)\n"
         "import numpy as np, marl_vec as mv\n"
         "from marl_vec.envs.registry import make_env_fn\n"
-        "from marl_vec.vec.subproc_lifecycle import default_start_method\n"
+        "from marl_vec.vec.subproc.lifecycle import default_start_method\n"
         "venv = mv.DummyVecEnv([make_env_fn('vmas', 'wheel', {'max_steps': 10})] * 64, env_seed=0)\n"
         "venv.reset(); venv.step(np.zeros((64, 4, 2), np.float32))\n"
         "torch.ones(1 << 20).add_(1)\n"

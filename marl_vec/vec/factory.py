@@ -19,8 +19,8 @@ from marl_vec.vec.base import VecEnv
 # backend name -> (module, class); modules are imported only when chosen.
 BACKENDS: dict[str, tuple[str, str]] = {
     "dummy": ("marl_vec.vec.dummy", "DummyVecEnv"),
-    "subproc": ("marl_vec.vec.subproc", "SubprocVecEnv"),
-    "ray": ("marl_vec.vec.ray", "RayVecEnv"),
+    "subproc": ("marl_vec.vec.subproc.vec_env", "SubprocVecEnv"),
+    "ray": ("marl_vec.vec.ray.vec_env", "RayVecEnv"),
 }
 
 

@@ -29,7 +29,7 @@ def env_error_types(backend: str) -> tuple[type[BaseException], ...]:
         return (Exception,)  # the env's own exception, with a note naming the env
     if backend in ("subproc", "subproc-main"):
         return (WorkerError,)
-    from marl_vec.vec.ray import RayWorkerError
+    from marl_vec.vec.ray.vec_env import RayWorkerError
 
     return (RayWorkerError,)
 

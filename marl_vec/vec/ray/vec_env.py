@@ -21,18 +21,18 @@ Cluster: with ``address=None`` and no Ray session in this process, a local
 cluster is started (and shut down by the last ``close()``); ``address="auto"``
 or ``"ray://host:10001"`` connects to a running one; a session the caller
 already opened with ``ray.init`` is used as is and left open
-(:mod:`marl_vec.vec.ray_session`).
+(:mod:`marl_vec.vec.ray.session`).
 
 This module is the driver side's lifecycle: checking the options, placing the
-actors (:mod:`marl_vec.vec.ray_actor`), the VecEnv calls, and closing. The rest
+actors (:mod:`marl_vec.vec.ray.actor`), the VecEnv calls, and closing. The rest
 of the driver is in modules of its own, one idea each:
 
-- :mod:`marl_vec.vec.ray_options`: keyword options and ``ray_config``, how many actors;
-- :mod:`marl_vec.vec.ray_transport`: the two transports (the same-node shared-memory
-  link of :mod:`marl_vec.vec.ray_link`, and Ray calls);
-- :mod:`marl_vec.vec.ray_faults`: errors naming the actor and env, timeouts, replacing a lost actor;
-- :mod:`marl_vec.vec.ray_pool`: the async pool's hooks (:mod:`marl_vec.vec.pool`);
-- :mod:`marl_vec.vec.ray_session`: starting, joining and ending the Ray session.
+- :mod:`marl_vec.vec.ray.options`: keyword options and ``ray_config``, how many actors;
+- :mod:`marl_vec.vec.ray.transport`: the two transports (the same-node shared-memory
+  link of :mod:`marl_vec.vec.ray.link`, and Ray calls);
+- :mod:`marl_vec.vec.ray.faults`: errors naming the actor and env, timeouts, replacing a lost actor;
+- :mod:`marl_vec.vec.ray.pool`: the async pool's hooks (:mod:`marl_vec.vec.pool`);
+- :mod:`marl_vec.vec.ray.session`: starting, joining and ending the Ray session.
 
 Nothing imports this module but the backend factory.
 """
@@ -56,12 +56,12 @@ from marl_vec.core.errors import SameEnvError, SetupError
 from marl_vec.core.spec import SpecMismatchError
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool
-from marl_vec.vec.ray_actor import FINAL_FIELDS, STEP_FIELDS, FailedStep, GroupHost
-from marl_vec.vec.ray_faults import RayFaults, RayWorkerError, _Lost
-from marl_vec.vec.ray_options import TRANSPORTS, _block_count, _merge_options
-from marl_vec.vec.ray_pool import RayPool
-from marl_vec.vec.ray_session import acquire_session, driver_node, ray_module, release_session
-from marl_vec.vec.ray_transport import RayTransport
+from marl_vec.vec.ray.actor import FINAL_FIELDS, STEP_FIELDS, FailedStep, GroupHost
+from marl_vec.vec.ray.faults import RayFaults, RayWorkerError, _Lost
+from marl_vec.vec.ray.options import TRANSPORTS, _block_count, _merge_options
+from marl_vec.vec.ray.pool import RayPool
+from marl_vec.vec.ray.session import acquire_session, driver_node, ray_module, release_session
+from marl_vec.vec.ray.transport import RayTransport
 
 __all__ = ["RayVecEnv", "RayWorkerError", "TRANSPORTS"]
 

@@ -17,7 +17,7 @@ Example (every command goes through one call):
     >>> venv._command("get_attr", {0: ("spec", [0])})  # doctest: +SKIP
     {0: [...]}
 
-:class:`SubprocTransport` is a mixin of :class:`~marl_vec.vec.subproc.SubprocVecEnv`.
+:class:`SubprocTransport` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from typing import Any, Sequence
 
 from marl_vec.core.buffers import BatchBuffers
 from marl_vec.core.errors import WorkerDiedError, WorkerError
-from marl_vec.vec.subproc_faults import _Lost
-from marl_vec.vec.subproc_local import LocalHost
+from marl_vec.vec.subproc.faults import _Lost
+from marl_vec.vec.subproc.local import LocalHost
 from marl_vec.vec.worker import STEP, ObjectReply, decode, poll_until
 
 
 class SubprocTransport:
-    """Sending commands to workers and collecting their answers, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
+    """Sending commands to workers and collecting their answers, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
 
     num_envs: int
     num_workers: int

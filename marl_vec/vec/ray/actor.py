@@ -1,12 +1,12 @@
 """The Ray actor of a RayVecEnv: one EnvGroup over the buffers of its own block of envs.
 
-The driver (:mod:`marl_vec.vec.ray`) makes one actor per contiguous block of envs.
+The driver (:mod:`marl_vec.vec.ray.vec_env`) makes one actor per contiguous block of envs.
 An actor answers Ray calls (``reset``, ``step``, ``command("call", ...)``, ...) with its arrays,
 or, once :meth:`GroupHost.link` has moved it onto the driver's shared-memory
-block, serves the same commands over a unix socket (:mod:`marl_vec.vec.ray_link`).
+block, serves the same commands over a unix socket (:mod:`marl_vec.vec.ray.link`).
 
-Imports: the buffers, the EnvGroup, the adapter registry, :mod:`marl_vec.vec.ray_link`
-and :mod:`marl_vec.vec.ray_session` (for Ray itself). Never the driver module.
+Imports: the buffers, the EnvGroup, the adapter registry, :mod:`marl_vec.vec.ray.link`
+and :mod:`marl_vec.vec.ray.session` (for Ray itself). Never the driver module.
 
 Example (what RayVecEnv does; not run here)::
 
@@ -27,7 +27,7 @@ from marl_vec.core.buffers import BatchBuffers
 from marl_vec.core.errors import SameEnvError, SetupError
 from marl_vec.core.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
-from marl_vec.vec.ray_session import ray_module
+from marl_vec.vec.ray.session import ray_module
 from marl_vec.vec.worker import run_command
 
 # Arrays an actor sends back after every step or reset, in this order; the
@@ -129,7 +129,7 @@ class GroupHost:
         then keeps using Ray calls).
         """
         from marl_vec.core.group import EnvGroup
-        from marl_vec.vec.ray_link import serve_in_thread
+        from marl_vec.vec.ray.link import serve_in_thread
 
         try:
             shared = BatchBuffers(self.buffers.spec, num_envs, attach=shm_name)

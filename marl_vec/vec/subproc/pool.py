@@ -11,7 +11,7 @@ Example:
     >>> venv.reset(); r = venv.recv()  # doctest: +SKIP
     >>> venv.send(actions_for(r.env_ids), r.env_ids)  # doctest: +SKIP
 
-:class:`SubprocPool` is a mixin of :class:`~marl_vec.vec.subproc.SubprocVecEnv`.
+:class:`SubprocPool` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from marl_vec.core.errors import WorkerError
 
 
 class SubprocPool:
-    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
+    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
 
     timeout: float | None
     step_in_main: bool

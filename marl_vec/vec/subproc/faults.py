@@ -1,7 +1,7 @@
 """SubprocVecEnv's error handling: how a worker died, why it is not replaced, replacing it.
 
 An env's exception arrives from its worker as a :class:`~marl_vec.core.errors.WorkerError`
-(by :meth:`~marl_vec.vec.subproc_transport.SubprocTransport._collect`). A worker
+(by :meth:`~marl_vec.vec.subproc.transport.SubprocTransport._collect`). A worker
 process that dies is found by its sentinel and named with its pid, its block and
 how it exited; it breaks the SubprocVecEnv (:class:`~marl_vec.core.errors.WorkerDiedError`)
 unless ``restart_on_error`` lets a new worker take its block (same_step and fast
@@ -13,7 +13,7 @@ Example:
     >>> _describe_exit(1)
     'exited with code 1'
 
-:class:`SubprocFaults` is a mixin of :class:`~marl_vec.vec.subproc.SubprocVecEnv`.
+:class:`SubprocFaults` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class _Lost:
 
 
 class SubprocFaults:
-    """Naming dead workers and replacing them, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
+    """Naming dead workers and replacing them, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
 
     worker_restarts: list[int]
     _blocks: list[tuple[int, int]]

@@ -12,8 +12,8 @@ Example:
     >>> err.worker, list(err.env_ids), err.env_index
     (1, [2, 3], None)
 
-:class:`RayFaults` is a mixin of :class:`~marl_vec.vec.ray.RayVecEnv`; it uses the
-actors, blocks and links the driver keeps (see :mod:`marl_vec.vec.ray`).
+:class:`RayFaults` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`; it uses the
+actors, blocks and links the driver keeps (see :mod:`marl_vec.vec.ray.vec_env`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.group import rebuild_seed
-from marl_vec.vec.ray_session import ray_module
+from marl_vec.vec.ray.session import ray_module
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its remote tracebacks
 
@@ -52,7 +52,7 @@ class _Lost:
 
 
 class RayFaults:
-    """Naming failures and replacing lost actors, for :class:`~marl_vec.vec.ray.RayVecEnv`."""
+    """Naming failures and replacing lost actors, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
 
     actors: list[Any]
     blocks: list[range]

@@ -2,7 +2,7 @@
 
 Two ways, chosen per actor (``transport="auto"``):
 
-- the same-node **link** (:mod:`marl_vec.vec.ray_link`): an actor on this
+- the same-node **link** (:mod:`marl_vec.vec.ray.link`): an actor on this
   machine maps the batch's shared-memory block and takes its commands over a
   unix socket; a step sends one byte and gets back only the non-empty infos;
 - **Ray calls**: every other actor (or all, with ``transport="ray"``) answers a
@@ -18,8 +18,8 @@ Example (the driver sends, then receives, whatever the transport):
     >>> venv._receive([0], "reset")  # doctest: +SKIP
     {0: {}}
 
-:class:`RayTransport` is a mixin of :class:`~marl_vec.vec.ray.RayVecEnv`; errors are
-named by :class:`~marl_vec.vec.ray_faults.RayFaults`.
+:class:`RayTransport` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`; errors are
+named by :class:`~marl_vec.vec.ray.faults.RayFaults`.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
-from marl_vec.vec.ray_actor import COMMANDS
-from marl_vec.vec.ray_faults import RayWorkerError, _Lost
-from marl_vec.vec.ray_session import ray_module
+from marl_vec.vec.ray.actor import COMMANDS
+from marl_vec.vec.ray.faults import RayWorkerError, _Lost
+from marl_vec.vec.ray.session import ray_module
 from marl_vec.vec.worker import STEP, ObjectReply
 
 
 class RayTransport:
-    """Sending commands to actors and gathering their answers, for :class:`~marl_vec.vec.ray.RayVecEnv`."""
+    """Sending commands to actors and gathering their answers, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
 
     actors: list[Any]
     blocks: list[range]
@@ -66,7 +66,7 @@ class RayTransport:
 
     def _link(self, w: int) -> Any:
         """Link actor w to the shared block; None if it cannot map it (it keeps using Ray calls)."""
-        from marl_vec.vec.ray_link import Link, socket_dir
+        from marl_vec.vec.ray.link import Link, socket_dir
 
         if self._socket_dir is None:
             self._socket_dir = socket_dir()

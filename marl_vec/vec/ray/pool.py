@@ -11,9 +11,9 @@ Example:
     >>> venv.reset(); r = venv.recv()  # doctest: +SKIP
     >>> venv.send(actions_for(r.env_ids), r.env_ids)  # doctest: +SKIP
 
-:class:`RayPool` is a mixin of :class:`~marl_vec.vec.ray.RayVecEnv`, above the
-transports (:mod:`marl_vec.vec.ray_transport`) and the fault handling
-(:mod:`marl_vec.vec.ray_faults`) it uses.
+:class:`RayPool` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`, above the
+transports (:mod:`marl_vec.vec.ray.transport`) and the fault handling
+(:mod:`marl_vec.vec.ray.faults`) it uses.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from multiprocessing.connection import wait as _wait_any
 from typing import Any
 
 from marl_vec.vec.pool import _EnvFailed
-from marl_vec.vec.ray_actor import FailedStep
-from marl_vec.vec.ray_faults import RayWorkerError, _Lost
-from marl_vec.vec.ray_session import ray_module
+from marl_vec.vec.ray.actor import FailedStep
+from marl_vec.vec.ray.faults import RayWorkerError, _Lost
+from marl_vec.vec.ray.session import ray_module
 
 
 class RayPool:
-    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.ray.RayVecEnv`."""
+    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
 
     blocks: list[range]
     timeout: float

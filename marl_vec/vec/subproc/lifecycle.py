@@ -14,7 +14,7 @@ Example:
     >>> default_start_method() in ("fork", "forkserver", "spawn")
     True
 
-:class:`SubprocLifecycle` is a mixin of :class:`~marl_vec.vec.subproc.SubprocVecEnv`.
+:class:`SubprocLifecycle` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from marl_vec.core.errors import SameEnvError, WorkerError
 from marl_vec.core.group import rebuild_seed
 from marl_vec.core.spec import EnvSpec
 from marl_vec.vec.native_threads import threads_beside_main
-from marl_vec.vec.subproc_local import LocalHost
+from marl_vec.vec.subproc.local import LocalHost
 from marl_vec.vec.worker import worker_main
 
 _CLOSE = pickle.dumps(("close",))
@@ -70,7 +70,7 @@ def _blocks(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
 
 
 class SubprocLifecycle:
-    """Starting and restarting worker processes, for :class:`~marl_vec.vec.subproc.SubprocVecEnv`."""
+    """Starting and restarting worker processes, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
 
     start_method: str
     timeout: float | None

@@ -33,10 +33,10 @@ Example:
     (4, 1, 4)
 
 This module holds the options and the VecEnv calls; the rest, one idea a module:
-:mod:`~marl_vec.vec.subproc_lifecycle` (start method, starting, replacing and
-shutting down workers), :mod:`~marl_vec.vec.subproc_transport` (commands and
-answers over the pipes), :mod:`~marl_vec.vec.subproc_faults` (dead workers and
-their errors), :mod:`~marl_vec.vec.subproc_pool` (the async pool's hooks).
+:mod:`~marl_vec.vec.subproc.lifecycle` (start method, starting, replacing and
+shutting down workers), :mod:`~marl_vec.vec.subproc.transport` (commands and
+answers over the pipes), :mod:`~marl_vec.vec.subproc.faults` (dead workers and
+their errors), :mod:`~marl_vec.vec.subproc.pool` (the async pool's hooks).
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.errors import PoolNotReadyError, WorkerDiedError, WorkerError
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
-from marl_vec.vec.subproc_faults import SubprocFaults, _Lost
-from marl_vec.vec.subproc_lifecycle import (START_TIMEOUT, SubprocLifecycle, _blocks, _cpu_count, _shutdown,
+from marl_vec.vec.subproc.faults import SubprocFaults, _Lost
+from marl_vec.vec.subproc.lifecycle import (START_TIMEOUT, SubprocLifecycle, _blocks, _cpu_count, _shutdown,
                                             default_start_method)
-from marl_vec.vec.subproc_pool import SubprocPool
-from marl_vec.vec.subproc_transport import SubprocTransport
+from marl_vec.vec.subproc.pool import SubprocPool
+from marl_vec.vec.subproc.transport import SubprocTransport
 from marl_vec.vec.worker import STEP
 
 __all__ = ["SubprocVecEnv", "PoolStepResult", "PoolNotReadyError", "WorkerError", "WorkerDiedError",
@@ -91,7 +91,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
         step_in_main: the main process steps the last block itself while the workers
             step theirs (``num_workers + 1`` blocks; default ``num_workers``: usable cores
-            - 1), see :mod:`marl_vec.vec.subproc_local`. Same results, one process fewer;
+            - 1), see :mod:`marl_vec.vec.subproc.local`. Same results, one process fewer;
             the async pool (``send``/``recv``) then is not available.
         spin_us: microseconds a worker keeps polling its pipe after each answer
             before it sleeps (default 0: it sleeps at once). On cheap envs a fast
