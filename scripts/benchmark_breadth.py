@@ -157,7 +157,7 @@ def bench_tuple_env(label: str, family: str, env_id: str, kwargs: dict, seconds:
     import gymnasium as gym
 
     from marl_vec.envs.registry import make_env_fn
-    from marl_vec.envs.tuple_agents import LBF, RWARE
+    from marl_vec.envs.pettingzoo.tuple_agents import LBF, RWARE
 
     importlib.import_module({"lbf": LBF, "rware": RWARE}[family].module)  # registers the family's ids
     fn = make_env_fn(family, env_id, kwargs)

@@ -8,7 +8,7 @@
 Cases (ratios are to the plain sequential loop over the native envs; with two
 cores a process backend can reach about 2.0x of DummyVecEnv's rate, which is
 itself above the plain loop's where the adapter steps an env more cheaply than
-its public API does, as on mpe2: see marl_vec/envs/aec_parallel.py):
+its public API does, as on mpe2: see marl_vec/envs/pettingzoo/aec_parallel.py):
 
 - mpe2 simple_spread x 32: plain loop, DummyVecEnv, SubprocVecEnv (2 workers),
   SuperSuit ``concat_vec_envs_v1`` (2 processes), and the memory (PSS) of each

@@ -169,7 +169,7 @@ class ReorderedDicts(UnmaskedWithState):
 
 @pytest.mark.parametrize("ending", ["truncation", "termination"])
 def test_array_writes_equal_per_agent_writes(ending, monkeypatch):
-    from marl_vec.envs.pettingzoo import PettingZooAdapter
+    from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
 
     actions = np.random.default_rng(3).integers(0, 4, size=(20, 2, 3))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.envs.pettingzoo import PettingZooAdapter
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
 from marl_vec.core.episode import EpisodeStatistics
 from tests.backends import BACKENDS, make_backend, ray_cluster  # noqa: F401
 from tests.scripted_envs import DyingAgentEnv, FailingEnv

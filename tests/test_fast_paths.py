@@ -1,9 +1,9 @@
 """Family fast paths of the PettingZoo adapter write what the generic adapter writes.
 
-MAgent2 envs step through their engine (marl_vec/envs/magent_engine.py);
+MAgent2 envs step through their engine (marl_vec/envs/pettingzoo/magent_engine.py);
 pistonball and cooperative_pong read their screen once per step
-(marl_vec/envs/butterfly_screen.py); other AEC-born parallel envs step their AEC
-env below PettingZoo's wrappers (marl_vec/envs/aec_parallel.py). Here: which envs take them, which do not,
+(marl_vec/envs/pettingzoo/butterfly_screen.py); other AEC-born parallel envs step their AEC
+env below PettingZoo's wrappers (marl_vec/envs/pettingzoo/aec_parallel.py). Here: which envs take them, which do not,
 and that every field of every result (infos included) equals the generic
 adapter's, in every state mode, reward dtype and with copy=False, across deaths
 and episode ends. tests/test_breadth_pettingzoo.py compares both with a plain loop.
@@ -19,11 +19,11 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.envs import aec_parallel, butterfly_screen, magent_engine, pettingzoo_family
-from marl_vec.envs.aec_parallel import AECParallelAdapter
-from marl_vec.envs.butterfly_screen import ScreenAdapter
-from marl_vec.envs.magent_engine import MAgentAdapter
-from marl_vec.envs.pettingzoo import PettingZooAdapter
-from marl_vec.envs.pettingzoo_family import pettingzoo_adapter
+from marl_vec.envs.pettingzoo.aec_parallel import AECParallelAdapter
+from marl_vec.envs.pettingzoo.butterfly_screen import ScreenAdapter
+from marl_vec.envs.pettingzoo.magent_engine import MAgentAdapter
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
+from marl_vec.envs.pettingzoo.family import pettingzoo_adapter
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning",
                                         "ignore::UserWarning")

@@ -11,7 +11,7 @@ import pytest
 
 import marl_vec as mv
 from marl_vec.config import ConfigError, load_config
-from marl_vec.envs.pettingzoo import StateUnavailableError
+from marl_vec.envs.pettingzoo.parallel import StateUnavailableError
 from marl_vec.core.errors import WorkerError
 from tests.backends import make_backend, ray_cluster  # noqa: F401 - ray_cluster: the module's Ray fixture
 from tests.scripted_envs import DyingAgentEnv

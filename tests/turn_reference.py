@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from marl_vec.envs.pettingzoo_aec import next_game_seed, reseeds_from_entropy
+from marl_vec.envs.pettingzoo.aec import next_game_seed, reseeds_from_entropy
 
 TURN_FIELDS = ("obs", "avail", "acting", "agent_mask", "reward", "terminated", "truncated", "done")
 

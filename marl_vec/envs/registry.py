@@ -51,15 +51,15 @@ FAMILIES: dict[str, Family] = {
         Family("gym", "marl_vec.envs.gym", "make_gym", None, "a gymnasium env id, e.g. CartPole-v1"),
         Family("atari", "marl_vec.envs.atari", "make_atari", "atari", "an ALE game, e.g. ALE/Pong-v5, or pettingzoo.atari.pong_v3",
                engines=("python", "ale_vector", "envpool")),
-        Family("pettingzoo", "marl_vec.envs.pettingzoo_family", "make_pettingzoo", "pettingzoo",
+        Family("pettingzoo", "marl_vec.envs.pettingzoo.family", "make_pettingzoo", "pettingzoo",
                "a PettingZoo env module, e.g. mpe2.simple_spread_v3"),
         Family("football", "marl_vec.envs.football", "make_football", "football",
                "a gfootball scenario, e.g. academy_3_vs_1_with_keeper"),
         Family("starcraft2", "marl_vec.envs.starcraft2", "make_starcraft2", "sc2",
                "a StarCraft II map, e.g. DefeatRoaches or 3m"),
-        Family("lbf", "marl_vec.envs.tuple_agents", "make_lbf", "lbf",
+        Family("lbf", "marl_vec.envs.pettingzoo.tuple_agents", "make_lbf", "lbf",
                "a Level-Based Foraging id, e.g. Foraging-8x8-2p-2f-coop-v3"),
-        Family("rware", "marl_vec.envs.tuple_agents", "make_rware", "rware",
+        Family("rware", "marl_vec.envs.pettingzoo.tuple_agents", "make_rware", "rware",
                "a Multi-Robot Warehouse id, e.g. rware-tiny-2ag-v2"),
         Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
                "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
@@ -113,7 +113,7 @@ def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = N
 
 def as_adapter(env: Any) -> MultiAgentEnv:
     """Wrap what an env_fn returned: an adapter as is, a gymnasium Env, a PettingZoo ParallelEnv
-    or a PettingZoo AECEnv (a turn-based game, :mod:`marl_vec.envs.pettingzoo_aec`)."""
+    or a PettingZoo AECEnv (a turn-based game, :mod:`marl_vec.envs.pettingzoo.aec`)."""
     if isinstance(env, MultiAgentEnv):
         return env
     import gymnasium
@@ -125,11 +125,11 @@ def as_adapter(env: Any) -> MultiAgentEnv:
     import pettingzoo
 
     if isinstance(env, pettingzoo.ParallelEnv):
-        from marl_vec.envs.pettingzoo_family import pettingzoo_adapter
+        from marl_vec.envs.pettingzoo.family import pettingzoo_adapter
 
         return pettingzoo_adapter(env)
     if isinstance(env, pettingzoo.AECEnv):  # turn-based: one agent moves per step
-        from marl_vec.envs.pettingzoo_aec import AECAdapter
+        from marl_vec.envs.pettingzoo.aec import AECAdapter
 
         return AECAdapter(env)
     raise TypeError(

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.pettingzoo import PettingZooAdapter
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
 
 # The native env's methods the engine path replaces: a subclass that overrides one of
 # them keeps the generic path.

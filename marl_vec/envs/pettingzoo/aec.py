@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.pettingzoo import PettingZooAdapter, _write_multi_discrete_mask
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter, _write_multi_discrete_mask
 from marl_vec.core.spec import WAIT, DiscreteAction
 
 

@@ -12,7 +12,7 @@ turns, and on the way:
 
 :class:`AECParallelAdapter` makes the wrapper's calls to the AEC env in its order,
 with the same arguments, but reads the env's state from the raw env (see
-:func:`~marl_vec.envs.pettingzoo_aec.state_holder`), moves below those two check
+:func:`~marl_vec.envs.pettingzoo.aec.state_holder`), moves below those two check
 wrappers (the Discrete bounds are checked here, once per step, before any agent
 moves) and skips the discarded observation where the env's ``observe`` is known
 to change nothing (mpe2's). Other wrappers (``ClipOutOfBoundsWrapper``, a user's)
@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from marl_vec.envs.pettingzoo import PettingZooAdapter
-from marl_vec.envs.pettingzoo_aec import state_holder
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
+from marl_vec.envs.pettingzoo.aec import state_holder
 from marl_vec.core.spec import DiscreteAction
 
 

@@ -9,7 +9,7 @@ those views into its rows, a second transpose. In a plain loop over pistonball
 the observation copies are two thirds of the time.
 
 :class:`ScreenAdapter` steps the AEC env as
-:class:`~marl_vec.envs.aec_parallel.AECParallelAdapter` does (the wrapper's calls,
+:class:`~marl_vec.envs.pettingzoo.aec_parallel.AECParallelAdapter` does (the wrapper's calls,
 in its order, below its check wrappers), except the observations: it reads the screen once per step (after the env drew
 it, where the wrapper observes), row by row, one colour channel at a time (a
 strided copy numpy does fast, where copying whole 3-byte pixels across pygame's
@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.aec_parallel import AECParallelAdapter
+from marl_vec.envs.pettingzoo.aec_parallel import AECParallelAdapter
 
 # One agent's observation: a (rows, columns) window of the screen as the state lays it out.
 Crop = tuple[slice, slice]
@@ -97,7 +97,7 @@ def _screen_layout(raw: Any, agents: tuple[str, ...]) -> tuple[Callable[[], Any]
 
 class ScreenAdapter(AECParallelAdapter):
     """pistonball or cooperative_pong (see :func:`screen_path_applies`); same results as
-    :class:`~marl_vec.envs.pettingzoo.PettingZooAdapter`.
+    :class:`~marl_vec.envs.pettingzoo.parallel.PettingZooAdapter`.
 
     Example:
         >>> from pettingzoo.butterfly import cooperative_pong_v6

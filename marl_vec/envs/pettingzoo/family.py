@@ -1,14 +1,14 @@
 """The ``pettingzoo`` family: which adapter a PettingZoo env gets.
 
-An ``AECEnv`` (a turn-based game) gets :class:`~marl_vec.envs.pettingzoo_aec.AECAdapter`.
+An ``AECEnv`` (a turn-based game) gets :class:`~marl_vec.envs.pettingzoo.aec.AECAdapter`.
 
-Every ``ParallelEnv`` gets :class:`~marl_vec.envs.pettingzoo.PettingZooAdapter`'s
+Every ``ParallelEnv`` gets :class:`~marl_vec.envs.pettingzoo.parallel.PettingZooAdapter`'s
 results; two kinds of env get them with less work, from a subclass that knows
 the env's insides: magent2's envs step through their engine
-(:mod:`marl_vec.envs.magent_engine`), pistonball and cooperative_pong read their
-screen once per step (:mod:`marl_vec.envs.butterfly_screen`), and every other
+(:mod:`marl_vec.envs.pettingzoo.magent_engine`), pistonball and cooperative_pong read their
+screen once per step (:mod:`marl_vec.envs.pettingzoo.butterfly_screen`), and every other
 env that is PettingZoo's ``aec_to_parallel_wrapper`` (mpe2's, sisl's, butterfly's)
-steps its AEC env below the wrappers (:mod:`marl_vec.envs.aec_parallel`).
+steps its AEC env below the wrappers (:mod:`marl_vec.envs.pettingzoo.aec_parallel`).
 
 Example:
     >>> from mpe2 import simple_spread_v3
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from marl_vec.envs.aec_parallel import AECParallelAdapter, aec_parallel_applies
-from marl_vec.envs.butterfly_screen import ScreenAdapter, screen_path_applies
+from marl_vec.envs.pettingzoo.aec_parallel import AECParallelAdapter, aec_parallel_applies
+from marl_vec.envs.pettingzoo.butterfly_screen import ScreenAdapter, screen_path_applies
 from marl_vec.envs.extras import UnknownEnvError, import_env_module
-from marl_vec.envs.magent_engine import MAgentAdapter, engine_path_applies
-from marl_vec.envs.pettingzoo import PettingZooAdapter
+from marl_vec.envs.pettingzoo.magent_engine import MAgentAdapter, engine_path_applies
+from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
 
 
 def pettingzoo_adapter(env: Any) -> PettingZooAdapter:
@@ -42,7 +42,7 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     """The ``pettingzoo`` family: ``env_id`` names a PettingZoo env module.
 
     Its ``parallel_env`` is used where it has one (simultaneous moves), else its
-    ``env``, an AEC env: a turn-based game (:mod:`marl_vec.envs.pettingzoo_aec`).
+    ``env``, an AEC env: a turn-based game (:mod:`marl_vec.envs.pettingzoo.aec`).
     ``module.env`` or ``module.parallel_env`` names the constructor outright (e.g.
     ``pettingzoo.classic.rps_v2.env`` for rock-paper-scissors played in turns).
 
@@ -62,7 +62,7 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
                               "mpe2.simple_spread_v3 or pettingzoo.classic.connect_four_v3")
     env = getattr(module, constructor)(**kwargs)
     if constructor == "env":
-        from marl_vec.envs.pettingzoo_aec import AECAdapter
+        from marl_vec.envs.pettingzoo.aec import AECAdapter
 
         return AECAdapter(env)
     return pettingzoo_adapter(env)
