@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.compat.gym_vector import GymVectorEnv
+from marl_vec.compat.gym.vector import GymVectorEnv
 
 SHAPES = [(), (1,), (2, 3)]
 N, STEPS = 3, 12

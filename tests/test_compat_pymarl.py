@@ -1,4 +1,4 @@
-"""The PyMARL env face (marl_vec.compat.pymarl_env.PyMARLEnv) and register(): exact values
+"""The PyMARL env face (marl_vec.compat.pymarl.env.PyMARLEnv) and register(): exact values
 against a plain loop over native LBF, both step signatures, and the errors.
 
 Needs only marl_vec and lbforaging: runs in the main venv and in .venv-pymarl
@@ -17,7 +17,7 @@ pytest.importorskip("lbforaging", reason="the lbf family needs lbforaging (marl_
 import lbforaging  # noqa: E402,F401  (registers the Foraging ids)
 
 from marl_vec.compat.pymarl import register  # noqa: E402
-from marl_vec.compat.pymarl_env import PyMARLEnv  # noqa: E402
+from marl_vec.compat.pymarl.env import PyMARLEnv  # noqa: E402
 
 # 5x5, one food an agent can load alone: episodes end at the goal as well as at the limit.
 SMALL = {"env": {"family": "lbf", "id": "Foraging-5x5-2p-1f-v3", "kwargs": {"max_episode_steps": 12}}}
@@ -127,7 +127,7 @@ def test_bad_env_args_are_refused(env_args, error, match):
 
 
 def test_team_reward_sums_or_takes_the_shared_reward_once():
-    from marl_vec.compat.pymarl_env import team_reward
+    from marl_vec.compat.pymarl.env import team_reward
 
     assert team_reward(np.array([0.1, 0.2, 0.3])) == float(sum([0.1, 0.2, 0.3]))
     assert team_reward(np.array([2.5, 2.5, 2.5]), "shared") == 2.5

@@ -1,4 +1,4 @@
-"""The PyMARL runner face (marl_vec.compat.pymarl_runner.MarlVecRunner) on its own: its
+"""The PyMARL runner face (marl_vec.compat.pymarl.runner.MarlVecRunner) on its own: its
 errors, and that it owns and closes its workers. Its runs under pymarlzooplus's trainer
 are in test_compat_pymarl_train.py. Needs torch (in the main venv and in .venv-pymarl).
 """
@@ -13,7 +13,7 @@ pytest.importorskip("torch", reason="the runner face fills a torch EpisodeBatch 
 pytest.importorskip("lbforaging", reason="the lbf family needs lbforaging (marl_vec[lbf])")
 psutil = pytest.importorskip("psutil")
 
-from marl_vec.compat.pymarl_runner import MarlVecRunner  # noqa: E402
+from marl_vec.compat.pymarl.runner import MarlVecRunner  # noqa: E402
 
 
 def args(**overrides):

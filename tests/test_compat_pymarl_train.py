@@ -109,7 +109,7 @@ def test_mappo_mpe_parallel_runner(tmp_path):
 def test_qmix_sc2_3m_mock_runner_face(tmp_path, monkeypatch):
     from pymarlzooplus.utils.logging_setup import Logger
 
-    from marl_vec.compat.pymarl_runner import MarlVecRunner
+    from marl_vec.compat.pymarl.runner import MarlVecRunner
 
     logged: list[tuple[str, float, int]] = []
     log_stat, run = Logger.log_stat, MarlVecRunner.run

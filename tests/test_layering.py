@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
     # compat.pymarl(_env, _runner): the PyMARL faces build their VecEnvs from marl_vec configs (env_args.key)
     ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl",
-     "marl_vec.compat.pymarl", "marl_vec.compat.pymarl_env", "marl_vec.compat.pymarl_runner",
+     "marl_vec.compat.pymarl", "marl_vec.compat.pymarl.env", "marl_vec.compat.pymarl.runner",
      # the tuner (`marl-vec tune`) and its parts; config reads tune_cache for `backend: auto`
      "marl_vec.tuner", "marl_vec.tune_cache", "marl_vec.tree_usage", "marl_vec.yaml_edit"),
     ("marl_vec.cli",),

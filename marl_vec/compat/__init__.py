@@ -34,7 +34,7 @@ Example:
 """
 
 from marl_vec.compat.batch_of_one import BatchOfOne
-from marl_vec.compat.gym_vector import GymVectorEnv
+from marl_vec.compat.gym.vector import GymVectorEnv
 from marl_vec.compat.opponent import OpponentSeat, RandomLegal
 from marl_vec.compat.xuance import XuanCeVecEnv
 

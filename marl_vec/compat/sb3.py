@@ -49,8 +49,8 @@ from typing import Any, Sequence
 import gymnasium
 import numpy as np
 
-from marl_vec.compat.gym_batching import FinalObs, _env_info, agent_zero
-from marl_vec.compat.gym_spaces import _attr_or_none, _native_action_space, observation_space_of
+from marl_vec.compat.gym.batching import FinalObs, _env_info, agent_zero
+from marl_vec.compat.gym.spaces import _attr_or_none, _native_action_space, observation_space_of
 from marl_vec.compat.opponent import Opponent, serve_seat
 from marl_vec.envs.extras import missing_extra_message
 from marl_vec.core.spec import TreeAction

@@ -3,14 +3,14 @@
 Their trainers build envs from a module-level registry (``envs.REGISTRY``) and step
 them with a runner from ``runners.REGISTRY``. One call puts marl_vec into both:
 
-- the env face :class:`~marl_vec.compat.pymarl_env.PyMARLEnv` (``env=marl_vec``): any
+- the env face :class:`~marl_vec.compat.pymarl.env.PyMARLEnv` (``env=marl_vec``): any
   marl_vec config as a PyMARL ``MultiAgentEnv``, under the trainer's own runners;
-- the runner face :class:`~marl_vec.compat.pymarl_runner.MarlVecRunner`
+- the runner face :class:`~marl_vec.compat.pymarl.runner.MarlVecRunner`
   (``runner=marl_vec``): a marl_vec VecEnv of ``batch_size_run`` envs in the
   ``one_episode`` mode, filling the trainer's ``EpisodeBatch`` itself, in place of
   the ``parallel`` runner's Pipe-per-env workers.
 
-``env_args.key`` names the marl_vec config (see :mod:`marl_vec.compat.pymarl_env`).
+``env_args.key`` names the marl_vec config (see :mod:`marl_vec.compat.pymarl.env`).
 pymarlzooplus 1.1.0 pins numpy<2 and pettingzoo==1.24.3: it lives in .venv-pymarl
 (``bash scripts/install_pymarl_venv.sh``). docs/faces/pymarl.md has a whole run.
 
@@ -28,7 +28,7 @@ import functools
 import importlib
 from typing import Any, MutableMapping
 
-from marl_vec.compat.pymarl_env import INSTALL, PyMARLEnv
+from marl_vec.compat.pymarl.env import INSTALL, PyMARLEnv
 
 __all__ = ["register", "PyMARLEnv", "MarlVecRunner"]
 
@@ -68,7 +68,7 @@ def register(envs_registry: MutableMapping[str, Any] | None = None,
     envs_registry[key] = PyMARLEnv
     if runner is None:
         return
-    from marl_vec.compat.pymarl_runner import MarlVecRunner
+    from marl_vec.compat.pymarl.runner import MarlVecRunner
 
     if runners_registry is None:
         runners_registry = _pymarlzooplus("runners").REGISTRY
@@ -109,7 +109,7 @@ def _pymarlzooplus(module: str) -> Any:
 
 def __getattr__(name: str) -> Any:
     if name == "MarlVecRunner":  # imports torch: only when asked for
-        from marl_vec.compat.pymarl_runner import MarlVecRunner
+        from marl_vec.compat.pymarl.runner import MarlVecRunner
 
         return MarlVecRunner
     raise AttributeError(f"module 'marl_vec.compat.pymarl' has no attribute {name!r}")

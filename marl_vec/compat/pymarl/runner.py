@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from marl_vec.compat.pymarl_env import INSTALL, check_env_args, end_info, make_vec_from_env_args, team_reward
+from marl_vec.compat.pymarl.env import INSTALL, check_env_args, end_info, make_vec_from_env_args, team_reward
 
 try:
     import torch as th

@@ -1,4 +1,4 @@
-"""The spaces of the gymnasium faces (:class:`~marl_vec.compat.gym_vector.GymVectorEnv`, SB3's VecEnv).
+"""The spaces of the gymnasium faces (:class:`~marl_vec.compat.gym.vector.GymVectorEnv`, SB3's VecEnv).
 
 A face reports the sub-envs' own space objects where they are the ones the
 spec was made from (so ``action_space.sample()`` draws as gymnasium's would),

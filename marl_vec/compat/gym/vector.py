@@ -50,8 +50,8 @@ Example:
     >>> envs.close()
 
 This module is the face itself; what it translates is in
-:mod:`~marl_vec.compat.gym_batching` (observations, actions, infos) and
-:mod:`~marl_vec.compat.gym_spaces` (which spaces it reports, and which sub-envs it refuses).
+:mod:`~marl_vec.compat.gym.batching` (observations, actions, infos) and
+:mod:`~marl_vec.compat.gym.spaces` (which spaces it reports, and which sub-envs it refuses).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
 from marl_vec.core import spaces
-from marl_vec.compat.gym_batching import (FinalObs, _batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
+from marl_vec.compat.gym.batching import (FinalObs, _batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
                                           final_obs_of, gym_batch, object_column)
-from marl_vec.compat.gym_spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
+from marl_vec.compat.gym.spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
                                         action_space_of, observation_space_of)
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.spec import ObjectAction, SpecMismatchError, TreeAction
