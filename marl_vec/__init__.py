@@ -7,7 +7,7 @@
 from marl_vec import envs
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.errors import PoolNotReadyError, SetupError
-from marl_vec.episode_runner import EpisodeBatch, EpisodeRunner
+from marl_vec.tools.episode_runner import EpisodeBatch, EpisodeRunner
 from marl_vec.core.group import EnvFinishedError
 from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec, SpecMismatchError
 from marl_vec.vec.base import ClosedEnvError, StepResult, VecEnv
@@ -44,15 +44,23 @@ __all__ = [
 ]
 
 
+# Modules that moved into core/ and tools/, kept at their old paths (see marl_vec/errors.py).
+_MOVED_MODULES = ("config", "render", "plots", "episode_runner", "tuner", "errors")
+
+
 def __getattr__(name: str):
     # The config layer (pydantic, yaml: ~6 MB) loads on first use too: a trainer that
     # builds its VecEnv from env_fns, and every worker process it forks, never holds it.
     if name in ("ConfigError", "load_config", "make"):
-        from marl_vec import config
+        from marl_vec.tools import config
 
         return getattr(config, name)
+    if name in _MOVED_MODULES:  # old paths users' code reads as attributes (mv.errors.WorkerError)
+        import importlib
+
+        return importlib.import_module(f"marl_vec.{name}")
     if name == "tune":  # the tuner loads on first use, as the backends do
-        from marl_vec.tuner import tune
+        from marl_vec.tools.tuner import tune
 
         return tune
     # Process and Ray backends load on first use: importing marl_vec stays cheap.

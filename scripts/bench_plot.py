@@ -25,7 +25,7 @@ def plot_scaling(rows: list[dict], path: str, title: str, xlabel: str,
                  style_of: Callable[[str], tuple[str, str]]) -> None:
     """Log-log env-steps/s against num_envs, one line per candidate; ``style_of(candidate)``
     gives its (line style, colour)."""
-    from marl_vec.plots import require_matplotlib
+    from marl_vec.tools.plots import require_matplotlib
 
     require_matplotlib()
     import matplotlib

@@ -7,7 +7,7 @@
     python scripts/benchmark_scaling.py --ray-check             # + one point on a 2-node local Ray cluster
 
 Each point (env, backend, num_envs) runs in a fresh Python process, so that its
-memory (PSS of that process and its workers, :mod:`marl_vec.tree_usage`) is its
+memory (PSS of that process and its workers, :mod:`marl_vec.tools.tree_usage`) is its
 own and not what earlier points left behind. A point builds the batch from the
 shipped config (``mpe/simple_spread``: mpe2 simple_spread, 3 agents;
 ``atari/pong``: Pong with DQN preprocessing, the default engine;
@@ -70,9 +70,9 @@ def run_point(env: str, backend: str, n: int, seconds: float, rounds: int, progr
     import numpy as np
 
     import marl_vec as mv
-    from marl_vec import tree_usage
-    from marl_vec.progress import Progress
-    from marl_vec.rollout import RandomPolicy
+    from marl_vec.tools import tree_usage
+    from marl_vec.tools.progress import Progress
+    from marl_vec.tools.rollout import RandomPolicy
 
     load_before = os.getloadavg()[0]
     started = time.perf_counter()

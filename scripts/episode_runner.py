@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Collect E complete episodes into a PyMARL-style padded batch (random policy).
 
-The logic lives in :mod:`marl_vec.episode_runner`; this is its command line:
+The logic lives in :mod:`marl_vec.tools.episode_runner`; this is its command line:
 it prints the batch layout and, with ``--out``, saves it as a ``.npz`` file that
 a QMIX/VDN trainer can load.
 
@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 import marl_vec as mv
-from marl_vec.episode_runner import EpisodeRunner
+from marl_vec.tools.episode_runner import EpisodeRunner
 
 
 def main(argv: Sequence[str] | None = None) -> int:

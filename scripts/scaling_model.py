@@ -171,7 +171,7 @@ def ray_check(model: EnvModel, n: int, seconds: float) -> str:
 
 
 def _step_ms(venv: Any, n: int, seconds: float) -> float:
-    from marl_vec.rollout import RandomPolicy
+    from marl_vec.tools.rollout import RandomPolicy
 
     result = venv.reset()
     policy = RandomPolicy(venv.spec, n, 0)

@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.config import load_config, shipped_configs  # noqa: E402
-from marl_vec.rollout import RandomPolicy  # noqa: E402
+from marl_vec.tools.config import load_config, shipped_configs  # noqa: E402
+from marl_vec.tools.rollout import RandomPolicy  # noqa: E402
 
 
 def soak(name: str, steps: int, num_envs: int) -> str:

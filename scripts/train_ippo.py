@@ -43,7 +43,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import marl_vec as mv
-from marl_vec.rollout import RandomPolicy
+from marl_vec.tools.rollout import RandomPolicy
 
 
 @dataclass
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> tuple[float, float]:
     if trainer.wins:
         print(f"win rate of the last 100 episodes: {np.mean(trainer.wins[-100:]):.3f} (random: {random_win:.3f})")
     if args.plot:
-        from marl_vec.plots import plot_returns
+        from marl_vec.tools.plots import plot_returns
 
         plot_returns(trainer.returns, args.plot, title=f"PPO on {args.config}, {args.num_envs} envs",
                      baseline=baseline)

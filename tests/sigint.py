@@ -9,7 +9,7 @@ Python's handler for its duration (:func:`python_sigint`).
 
 Example::
 
-    subprocess.Popen([sys.executable, "-m", "marl_vec.cli", "run"], preexec_fn=default_sigint)
+    subprocess.Popen([sys.executable, "-m", "marl_vec.tools.cli", "run"], preexec_fn=default_sigint)
     with python_sigint():
         os.kill(os.getpid(), signal.SIGINT)  # raises KeyboardInterrupt
 """

@@ -15,7 +15,7 @@ pytest.importorskip("ale_py", reason="the atari extra is not installed")
 pytest.importorskip("cv2", reason="the atari extra is not installed")
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.cli import main  # noqa: E402
+from marl_vec.tools.cli import main  # noqa: E402
 from marl_vec.envs.atari import make_atari  # noqa: E402
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from marl_vec.cli import bench_notes, main
+from marl_vec.tools.cli import bench_notes, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """The real command in a fresh process (stdout and stderr are pipes, as in a log)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYGAME_HIDE_SUPPORT_PROMPT", None)
-    return subprocess.run([sys.executable, "-m", "marl_vec.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marl_vec.tools.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -87,7 +87,7 @@ def test_bad_override_exits_2_with_the_reason(capsys):
 
 
 def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "marl_vec.cli", "list"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "marl_vec.tools.cli", "list"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "shipped configs:" in out.stdout
 
 
@@ -157,7 +157,7 @@ def test_no_pygame_banner(tmp_path):
     (tmp_path / "Maps" / "SMAC_Maps" / "3m.SC2Map").touch()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SC2PATH": str(tmp_path)}
     env.pop("PYGAME_HIDE_SUPPORT_PROMPT", None)
-    out = subprocess.run([sys.executable, "-m", "marl_vec.cli", "run", "sc2/3m", "-o", "run.steps=1",
+    out = subprocess.run([sys.executable, "-m", "marl_vec.tools.cli", "run", "sc2/3m", "-o", "run.steps=1",
                           "-o", "vec.num_envs=1", "-o", "vec.backend=dummy"], capture_output=True, text=True,
                          timeout=120, env=env)
     printed = out.stdout + out.stderr

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from marl_vec.cli import main, setup_error
-from marl_vec.config import ConfigError
+from marl_vec.tools.cli import main, setup_error
+from marl_vec.tools.config import ConfigError
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, import_env_module
 from marl_vec.envs.registry import EnvOptionsError, make_env
 from marl_vec.core.errors import SetupError, WorkerError
@@ -145,7 +145,7 @@ def test_a_setup_error_in_a_ray_actor_is_the_same_line():
     """On Ray the error comes from an actor; Ray's own start-up lines may come before it, no traceback."""
     pytest.importorskip("ray")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "marl_vec.cli", "run", "--no-progress", "-o", "env.id=mpe2.simple_sprd_v3",
+    out = subprocess.run([sys.executable, "-m", "marl_vec.tools.cli", "run", "--no-progress", "-o", "env.id=mpe2.simple_sprd_v3",
                           "-o", "vec.backend=ray", "-o", "vec.num_envs=2", "-o", "vec.ray.num_workers=2"],
                          capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 2, out.stderr

@@ -35,7 +35,7 @@ class Command:
 
     def __init__(self, args: list[str], cwd: Path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "marl_vec.cli", *args], cwd=cwd, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "marl_vec.tools.cli", *args], cwd=cwd, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True, preexec_fn=default_sigint)
         self.stdout: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import marl_vec as mv
-from marl_vec.config import ConfigError, load_config, resolve_config_path, shipped_configs, shipped_configs_dir
+from marl_vec.tools.config import ConfigError, load_config, resolve_config_path, shipped_configs, shipped_configs_dir
 
 CORE_CONFIGS = ["mpe/simple_spread", "mpe/simple_tag", "mpe/simple_adversary", "gym/cartpole",
                 "pettingzoo/pistonball", "sisl/multiwalker", "magent2/battle"]
@@ -17,7 +17,7 @@ def test_the_foundation_configs_are_shipped():
 
 @pytest.mark.parametrize("name", CORE_CONFIGS)
 def test_shipped_config_builds_and_steps(name):
-    from marl_vec.rollout import RandomPolicy
+    from marl_vec.tools.rollout import RandomPolicy
 
     venv = mv.make(name, num_envs=2)
     r = venv.reset()

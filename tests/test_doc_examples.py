@@ -49,8 +49,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from marl_vec.config import load_config, resolve_config_path
-from marl_vec.env_extras import sc2_path
+from marl_vec.tools.config import load_config, resolve_config_path
+from marl_vec.tools.env_extras import sc2_path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -152,7 +152,7 @@ def bin_dir(tmp_path_factory) -> Path:
     """A folder holding a ``marl-vec`` that runs this checkout's CLI with this test's Python."""
     bin_dir = tmp_path_factory.mktemp("bin")
     cli = bin_dir / "marl-vec"
-    cli.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m marl_vec.cli \"$@\"\n")
+    cli.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m marl_vec.tools.cli \"$@\"\n")
     cli.chmod(0o755)
     return bin_dir
 

@@ -1,6 +1,6 @@
 """`marl-vec list`'s claims about which envs need which extra, checked by importing them.
 
-Each row of marl_vec.env_extras.NEEDS says which modules an env needs beyond the
+Each row of marl_vec.tools.env_extras.NEEDS says which modules an env needs beyond the
 core install. In a fresh interpreter with those modules made unimportable
 (``sys.modules[name] = None``), making the row's example env must fail with an
 ImportError; with every extra's modules unimportable, the core rows' envs must
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from marl_vec.env_extras import NEEDS, EnvNeeds, needs_for, sc2_path
+from marl_vec.tools.env_extras import NEEDS, EnvNeeds, needs_for, sc2_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

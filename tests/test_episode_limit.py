@@ -17,8 +17,8 @@ import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
 import marl_vec as mv
-from marl_vec.cli import main
-from marl_vec.config import load_config, shipped_configs
+from marl_vec.tools.cli import main
+from marl_vec.tools.config import load_config, shipped_configs
 from marl_vec.envs.gym import GymAdapter
 
 # The limit each config's env enforces: gymnasium's TimeLimit, PettingZoo's max_cycles,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.episode_runner import EpisodeRunner
+from marl_vec.tools.episode_runner import EpisodeRunner
 
 mpe2_spread = pytest.importorskip("mpe2.simple_spread_v3")
 

@@ -31,20 +31,20 @@ import pytest
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent.parent / "marl_vec"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("marl_vec.core.spaces", "marl_vec.progress", "marl_vec.core.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
+    ("marl_vec.core.spaces", "marl_vec.tools.progress", "marl_vec.core.obs_types"),  # helpers on gymnasium spaces, tqdm and observation types only
     ("marl_vec.core.spec", "marl_vec.core.episode", "marl_vec.core.errors"),
     ("marl_vec.core.buffers", "marl_vec.core.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
     ("marl_vec.envs",),
     ("marl_vec.core.group", "marl_vec.core.state"),  # state: wraps env_fns with the state option, for every backend
     ("marl_vec.vec",),
-    ("marl_vec.compat", "marl_vec.rollout", "marl_vec.episode_runner"),
+    ("marl_vec.compat", "marl_vec.tools.rollout", "marl_vec.tools.episode_runner"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config
     # compat.pymarl(_env, _runner): the PyMARL faces build their VecEnvs from marl_vec configs (env_args.key)
-    ("marl_vec.config", "marl_vec.render", "marl_vec.plots", "marl_vec.env_extras", "marl_vec.compat.benchmarl",
+    ("marl_vec.tools.config", "marl_vec.tools.render", "marl_vec.tools.plots", "marl_vec.tools.env_extras", "marl_vec.compat.benchmarl",
      "marl_vec.compat.pymarl", "marl_vec.compat.pymarl.env", "marl_vec.compat.pymarl.runner",
      # the tuner (`marl-vec tune`) and its parts; config reads tune_cache for `backend: auto`
-     "marl_vec.tuner", "marl_vec.tune_cache", "marl_vec.tree_usage", "marl_vec.yaml_edit"),
-    ("marl_vec.cli",),
+     "marl_vec.tools.tuner", "marl_vec.tools.tune_cache", "marl_vec.tools.tree_usage", "marl_vec.tools.yaml_edit"),
+    ("marl_vec.tools.cli",),
 )
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}
 ENVS_BOTTOM = {"marl_vec.envs.base", "marl_vec.envs.extras"}
@@ -53,9 +53,9 @@ ENVS_TOP = {"marl_vec.envs", "marl_vec.envs.registry"}
 # Imports that break a rule today, each with what should become of it. The test
 # fails when one disappears, so that this list only ever shrinks.
 KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("marl_vec.compat.agilerl", "marl_vec.config"): "AgileRLVecEnv.from_config() imports make() lazily; "
-    "should become a config-level helper (marl_vec.config.face_from_config) that the faces do not import",
-    ("marl_vec.compat.xuance", "marl_vec.config"): "XuanCeVecEnv.from_config(), as AgileRL's",
+    ("marl_vec.compat.agilerl", "marl_vec.tools.config"): "AgileRLVecEnv.from_config() imports make() lazily; "
+    "should become a config-level helper (marl_vec.tools.config.face_from_config) that the faces do not import",
+    ("marl_vec.compat.xuance", "marl_vec.tools.config"): "XuanCeVecEnv.from_config(), as AgileRL's",
 }
 
 

@@ -29,7 +29,7 @@ def test_the_license_file_is_the_mit_license_setup_cfg_names():
 
 
 def test_the_pictures_extra_is_light():
-    """`pictures` installs what GIFs and plots need (marl_vec.render, marl_vec.plots), and no trainer (torch)."""
+    """`pictures` installs what GIFs and plots need (marl_vec.tools.render, marl_vec.tools.plots), and no trainer (torch)."""
     assert _requirement_names("pictures") == ["matplotlib", "pillow"]
     assert set(_requirement_names("pictures")) <= set(_requirement_names("examples"))
     assert set(_requirement_names("pictures")) <= set(_requirement_names("test"))

@@ -1,4 +1,4 @@
-"""Plots of episode returns (marl_vec.plots, `marl-vec run --plot`)."""
+"""Plots of episode returns (marl_vec.tools.plots, `marl-vec run --plot`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from marl_vec.cli import main
-from marl_vec.plots import moving_average, moving_std, plot_returns, returns_figure
+from marl_vec.tools.cli import main
+from marl_vec.tools.plots import moving_average, moving_std, plot_returns, returns_figure
 
 Image = pytest.importorskip("PIL.Image")
 
@@ -84,7 +84,7 @@ def test_returns_figure_has_a_spread_band_and_named_axes():
 
 
 def test_run_plot_without_matplotlib_fails_before_the_run(tmp_path, capsys, monkeypatch):
-    from marl_vec import cli
+    from marl_vec.tools import cli
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import of it raises ImportError, as when not installed
     monkeypatch.setattr(cli, "make_from_config", lambda cfg: pytest.fail("the run started before the check"))

@@ -1,4 +1,4 @@
-"""Progress display: a tqdm bar on a terminal, a few plain lines in a log (marl_vec.progress)."""
+"""Progress display: a tqdm bar on a terminal, a few plain lines in a log (marl_vec.tools.progress)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from marl_vec import progress as progress_module
-from marl_vec.progress import Progress
+from marl_vec.tools import progress as progress_module
+from marl_vec.tools.progress import Progress
 
 
 class Terminal(io.StringIO):

@@ -1,4 +1,4 @@
-"""Tiled frames and GIFs of a whole batch (marl_vec.render, `marl-vec render`)."""
+"""Tiled frames and GIFs of a whole batch (marl_vec.tools.render, `marl-vec render`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec import cli
-from marl_vec.cli import main
+from marl_vec.tools import cli
+from marl_vec.tools.cli import main
 from marl_vec.envs.extras import MissingExtraError
-from marl_vec.render import (PROGRESS_HEIGHT, EpisodeProgress, record_gif, save_gif, tile_frames, tile_label,
+from marl_vec.tools.render import (PROGRESS_HEIGHT, EpisodeProgress, record_gif, save_gif, tile_frames, tile_label,
                              tiled_frame, with_progress)
 from tests.scripted_envs import DyingAgentEnv
 

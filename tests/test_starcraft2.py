@@ -454,7 +454,7 @@ def test_sc2_without_the_game_names_sc2path(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name, n_agents", [("defeat_roaches", 9), ("3m", 3), ("8m", 8)])
 def test_sc2_configs_load_and_need_the_game(name, n_agents, tmp_path, monkeypatch):
-    from marl_vec.config import load_config, make
+    from marl_vec.tools.config import load_config, make
 
     cfg = load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "sc2", f"{name}.yaml"))
     assert cfg.env.family == "starcraft2"

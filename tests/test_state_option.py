@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.config import ConfigError, load_config
+from marl_vec.tools.config import ConfigError, load_config
 from marl_vec.envs.pettingzoo.parallel import StateUnavailableError
 from marl_vec.core.errors import WorkerError
 from tests.backends import make_backend, ray_cluster  # noqa: F401 - ray_cluster: the module's Ray fixture

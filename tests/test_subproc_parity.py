@@ -235,7 +235,7 @@ def test_make_vec_and_config_select_subproc():
 
 
 def test_cli_run_with_subproc_backend(capsys):
-    from marl_vec.cli import main
+    from marl_vec.tools.cli import main
 
     code = main(["run", "mpe/simple_spread", "--no-progress", "-o", "vec.backend=subproc", "-o", "vec.num_envs=4",
                  "-o", "vec.num_workers=2", "-o", "run.steps=60"])

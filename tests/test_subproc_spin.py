@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import marl_vec as mv
-from marl_vec.config import ConfigError
+from marl_vec.tools.config import ConfigError
 from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests import test_subproc_parity as parity
 from tests.test_subproc_parity import cartpole, dying, spread

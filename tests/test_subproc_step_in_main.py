@@ -155,7 +155,7 @@ def test_a_first_ctrl_c_in_the_main_block_waits_for_its_step_to_be_whole():
 
 
 def test_config_vec_step_in_main():
-    from marl_vec.config import ConfigError
+    from marl_vec.tools.config import ConfigError
 
     cfg = {"env": {"family": "gym", "id": "CartPole-v1"},
            "vec": {"num_envs": 4, "backend": "subproc", "num_workers": 1, "step_in_main": True}}

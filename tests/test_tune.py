@@ -12,10 +12,10 @@ import math
 import pytest
 
 import marl_vec as mv
-from marl_vec import tuner
-from marl_vec.cli import main
-from marl_vec.config import load_config
-from marl_vec.tuner import Candidate, Row, TuneResult, candidates, tune, usable_cores, worker_counts
+from marl_vec.tools import tuner
+from marl_vec.tools.cli import main
+from marl_vec.tools.config import load_config
+from marl_vec.tools.tuner import Candidate, Row, TuneResult, candidates, tune, usable_cores, worker_counts
 
 SECONDS = 0.2
 CARTPOLE = {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "backend": "dummy"}}

@@ -1,4 +1,4 @@
-"""The tune cache (marl_vec.tune_cache): hits and misses by config and machine, and `backend: auto` reading it.
+"""The tune cache (marl_vec.tools.tune_cache): hits and misses by config and machine, and `backend: auto` reading it.
 
 The measurements are replaced by a fixed table (``fake_measure``) so that the
 cache logic is tested exactly and fast; one test measures for real and reads
@@ -12,9 +12,9 @@ import json
 import pytest
 
 import marl_vec as mv
-from marl_vec import tune_cache, tuner
-from marl_vec.config import apply_choice, load_config, make_from_config
-from marl_vec.tuner import Candidate, Row, tune
+from marl_vec.tools import tune_cache, tuner
+from marl_vec.tools.config import apply_choice, load_config, make_from_config
+from marl_vec.tools.tuner import Candidate, Row, tune
 
 CARTPOLE = {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "backend": "dummy"},
             "run": {"steps": 10}}

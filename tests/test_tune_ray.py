@@ -13,10 +13,10 @@ import tempfile
 import pytest
 
 import marl_vec as mv
-from marl_vec import tune_cache, tuner
-from marl_vec.cli import main
-from marl_vec.config import apply_choice, load_config
-from marl_vec.tuner import Candidate, candidates, wants_ray, worker_counts
+from marl_vec.tools import tune_cache, tuner
+from marl_vec.tools.cli import main
+from marl_vec.tools.config import apply_choice, load_config
+from marl_vec.tools.tuner import Candidate, candidates, wants_ray, worker_counts
 
 CARTPOLE = {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "backend": "dummy"}}
 

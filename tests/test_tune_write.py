@@ -1,6 +1,6 @@
 """`marl-vec tune --write`: the fastest choice goes into the config file, the rest of it stays as it was.
 
-The YAML edit itself (marl_vec.yaml_edit) is tested on the layouts configs use:
+The YAML edit itself (marl_vec.tools.yaml_edit) is tested on the layouts configs use:
 block sections, flow mappings, comments, missing sections, and layouts it must refuse.
 """
 
@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 import marl_vec as mv
-from marl_vec import tuner
-from marl_vec.cli import main
-from marl_vec.config import load_config, resolve_config_path
-from marl_vec.tuner import Row
-from marl_vec.yaml_edit import DELETE, YamlEditError, set_keys
+from marl_vec.tools import tuner
+from marl_vec.tools.cli import main
+from marl_vec.tools.config import load_config, resolve_config_path
+from marl_vec.tools.tuner import Row
+from marl_vec.tools.yaml_edit import DELETE, YamlEditError, set_keys
 
 
 @pytest.fixture(autouse=True)

@@ -194,7 +194,7 @@ def test_configs_make_every_game():
 
     files = sorted(pathlib.Path(__file__).parent.parent.glob("configs/classic/*.yaml"))
     assert len(files) >= 10
-    from marl_vec.config import load_config
+    from marl_vec.tools.config import load_config
 
     for path in files:
         load_config(str(path))  # every key and value valid

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("vmas", reason="the vmas extra is not installed: pip install 'marl_vec[vmas]'")
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.config import load_config  # noqa: E402
+from marl_vec.tools.config import load_config  # noqa: E402
 from marl_vec.envs.registry import make_env, make_env_fn  # noqa: E402
 from marl_vec.envs.vmas.catalog import LEFT_OUT, SERVED, episode_seed  # noqa: E402
 

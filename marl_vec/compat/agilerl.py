@@ -124,7 +124,7 @@ class AgileRLVecEnv(PettingZooVecEnv):
 
         >>> env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2, backend="dummy")  # doctest: +SKIP
         """
-        from marl_vec.config import make
+        from marl_vec.tools.config import make
 
         overrides.setdefault("reward_dtype", "float64")
         return cls(make(source, **overrides), action_mask=action_mask)

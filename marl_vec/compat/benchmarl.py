@@ -56,7 +56,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("benchmarl", "benchmarl", "MarlVecTask", exc)) from exc
 
-from marl_vec.config import Config, load_config, make_from_config
+from marl_vec.tools.config import Config, load_config, make_from_config
 from marl_vec.compat.torchrl import TorchRLEnv
 
 _KEYS = frozenset(("config", "group_map", "max_steps", "backend", "autoreset", "render"))

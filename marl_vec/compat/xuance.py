@@ -166,7 +166,7 @@ class XuanCeVecEnv:
     def from_config(cls, source: Any, max_episode_steps: int | None = None, num_enemies: int | None = None,
                     num_adversaries: int = 0, **overrides: Any) -> "XuanCeVecEnv":
         """The face over ``marl_vec.make(source, **overrides)`` with float64 rewards (XuanCe's own)."""
-        from marl_vec.config import make
+        from marl_vec.tools.config import make
 
         overrides.setdefault("reward_dtype", "float64")
         return cls(make(source, **overrides), max_episode_steps, num_enemies, num_adversaries)

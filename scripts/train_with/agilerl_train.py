@@ -43,7 +43,7 @@ from gymnasium import spaces
 
 import marl_vec as mv
 from marl_vec.compat import AgileRLVecEnv
-from marl_vec.config import load_config, resolve_config_path
+from marl_vec.tools.config import load_config, resolve_config_path
 
 ALGOS = ("IPPO", "MADDPG")
 

@@ -40,7 +40,7 @@ from benchmarl.experiment.callback import Callback
 from benchmarl.models import MlpConfig
 
 from marl_vec.compat.benchmarl import MarlVecTask, _base_env
-from marl_vec.config import load_config, resolve_config_path
+from marl_vec.tools.config import load_config, resolve_config_path
 from marl_vec.core.episode import EpisodeStatistics
 
 

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from marl_vec.plots import moving_average
+from marl_vec.tools.plots import moving_average
 from marl_vec.envs.registry import require
 
 

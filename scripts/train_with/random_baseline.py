@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 import marl_vec as mv
-from marl_vec.config import load_config, resolve_config_path
+from marl_vec.tools.config import load_config, resolve_config_path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

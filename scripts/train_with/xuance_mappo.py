@@ -33,7 +33,7 @@ import yaml
 
 import marl_vec as mv
 from marl_vec.compat import XuanCeVecEnv
-from marl_vec.config import resolve_config_path
+from marl_vec.tools.config import resolve_config_path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

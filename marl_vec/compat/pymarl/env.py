@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from marl_vec.config import load_config, make_from_config
+from marl_vec.tools.config import load_config, make_from_config
 from marl_vec.core.spec import DiscreteAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 

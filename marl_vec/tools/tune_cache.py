@@ -8,7 +8,7 @@ cpu count, platform and the marl_vec version. The files are JSON under
 ``~/.cache/marl_vec/tune/`` (``$MARL_VEC_TUNE_CACHE`` moves them, tests use it).
 
 Works on plain dicts (a config's ``model_dump(by_alias=True)``), so that
-:mod:`marl_vec.config` can use it without importing the tuner.
+:mod:`marl_vec.tools.config` can use it without importing the tuner.
 
 Example:
     >>> data = {"env": {"family": "gym", "id": "CartPole-v1", "kwargs": {}},

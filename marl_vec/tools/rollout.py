@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from marl_vec.progress import Progress
+from marl_vec.tools.progress import Progress
 from marl_vec.core.spec import (ContinuousAction, DiscreteAction, EnvSpec, MultiBinaryAction, MultiDiscreteAction,
                            ObjectAction, TreeAction)
 from marl_vec.vec.base import StepResult, VecEnv

@@ -24,13 +24,13 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import yaml  # noqa: E402
 
-from marl_vec.config import (  # noqa: E402
+from marl_vec.tools.config import (  # noqa: E402
     DEFAULT_CONFIG, Config, ConfigError, load_config, make_from_config, resolve_auto_backend, resolve_config_path,
     shipped_configs,
 )
 from marl_vec.envs.registry import FAMILIES  # noqa: E402
 from marl_vec.core.errors import SetupError, WorkerError  # noqa: E402
-from marl_vec.tuner import usable_cores  # noqa: E402
+from marl_vec.tools.tuner import usable_cores  # noqa: E402
 
 EXIT_INTERRUPTED = 130  # what shells report for a command ended by SIGINT (128 + 2)
 
@@ -75,13 +75,13 @@ def _interrupted(steps: int) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from marl_vec.rollout import Interrupted, rollout
+    from marl_vec.tools.rollout import Interrupted, rollout
 
     cfg = _load(args)
     if args.plot:
         cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"plot": args.plot})})
     if cfg.run.plot:
-        from marl_vec.plots import require_matplotlib
+        from marl_vec.tools.plots import require_matplotlib
 
         require_matplotlib()  # before the run, not after it
     cfg = resolve_auto_backend(cfg)  # before the line below, which names the backend
@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in summary.lines():
         print(line)
     if cfg.run.plot and summary.returns:
-        from marl_vec.plots import plot_returns
+        from marl_vec.tools.plots import plot_returns
 
         plot_returns(summary.returns, cfg.run.plot, env_name=cfg.env.id, num_envs=cfg.vec.num_envs,
                      title=f"{cfg.env.id}, {cfg.vec.num_envs} envs: random policy")
@@ -126,8 +126,8 @@ RENDER_MODE_FAMILIES = ("gym", "atari", "pettingzoo")
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from marl_vec.render import record_gif, require_pillow
-    from marl_vec.rollout import Interrupted
+    from marl_vec.tools.render import record_gif, require_pillow
+    from marl_vec.tools.rollout import Interrupted
 
     if args.steps < 0 or args.size < 1 or args.fps <= 0:
         raise ConfigError(f"--steps must be >= 0, --size >= 1 and --fps > 0; got --steps {args.steps}, "
@@ -156,7 +156,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Which backend suits this env here: the same random rollout on each, as ratios."""
-    from marl_vec.rollout import Interrupted, rollout
+    from marl_vec.tools.rollout import Interrupted, rollout
 
     cfg = _load(args)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -240,7 +240,7 @@ def bench_notes(backend: str, workers: int | None, cores: int, load: float) -> l
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Measure the ways to run a config here; print the table and the fastest vec section (or write it)."""
-    from marl_vec.tuner import TuneInterrupted, tune
+    from marl_vec.tools.tuner import TuneInterrupted, tune
 
     cfg = _load(args)  # fails here on a bad config, before anything runs
     try:
@@ -254,7 +254,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from marl_vec.env_extras import NEEDS, needs_for
+    from marl_vec.tools.env_extras import NEEDS, needs_for
 
     def status(needs: Any) -> str:
         if needs is None:
