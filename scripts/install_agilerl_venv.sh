@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds .venv-agilerl in the repo root: AgileRL 2.58 pins pettingzoo<1.27 and
 # tensordict==0.13.0, which clash with the main venv, so marl_vec.compat.AgileRLVecEnv
-# and its proof test (tests/test_compat_agilerl.py) run in a venv of their own.
+# and its proof test (tests/faces/test_agilerl.py) run in a venv of their own.
 # torch==2.13.0 goes in first and stays pinned by a constraints file: it is the CPU
 # build this machine has on disk; letting agilerl pick torch downloads a multi-GB GPU build.
 # Idempotent: an existing .venv-agilerl is reused (pip skips what is installed).

@@ -5,7 +5,7 @@
 #
 # Why --no-deps: jaxmarl 0.2.0 depends on gymnax, which pins gymnasium<1.4, and we run
 # on gymnasium 1.4 (a plain install moves it down to 1.3). The envs never import gymnax
-# nor gymnasium (tests/test_jaxmarl_packaging.py checks it); gymnax is installed, without
+# nor gymnasium (tests/families/test_jaxmarl_packaging.py checks it); gymnax is installed, without
 # its pins, only so that jaxmarl's declared dependency is there. flax's declared
 # dependencies (orbax-checkpoint, tensorstore, optax, ~90 MB) are not imported either.
 # About 25 s from a local index and ~420 MB on disk (summed package sizes; jaxlib alone is 350 MB).

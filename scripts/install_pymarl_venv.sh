@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds .venv-pymarl in the repo root for marl_vec.compat.pymarl (the PyMARL-school
-# faces) and its proof tests (tests/test_compat_pymarl*.py), over pymarlzooplus 1.1.0:
+# faces) and its proof tests (tests/faces/test_pymarl*.py), over pymarlzooplus 1.1.0:
 # it pins pettingzoo==1.24.3 and numpy<2 (marl_vec's floor is pettingzoo 1.25, the main
 # venv has numpy 2), so it gets a venv of its own (override the location: PYMARL_VENV=path).
 #
@@ -15,7 +15,7 @@
 # declares pettingzoo>=1.24.3 but imports AgentSelector, which only pettingzoo 1.25 has.
 # pysc2 (for the StarCraft II family's mock game) goes in as scripts/install_sc2.sh does.
 # Idempotent: an existing venv is reused (pip skips what is installed). Then:
-#   .venv-pymarl/bin/python -m pytest tests/test_compat_pymarl*.py
+#   .venv-pymarl/bin/python -m pytest tests/faces/test_pymarl*.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${PYMARL_VENV:-.venv-pymarl}"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds .venv-tianshou in the repo root for marl_vec.compat.tianshou and its proof
-# tests (tests/test_compat_tianshou*.py): Tianshou 2.0.1 pins deepdiff<8, while the
+# tests (tests/faces/test_tianshou*.py): Tianshou 2.0.1 pins deepdiff<8, while the
 # main venv's test extra (pysc2's needs) has deepdiff 9, so it gets a venv of its own
 # (override the location: TIANSHOU_VENV=path).
 # torch==2.13.0 goes in first and stays pinned by a constraints file: it is the CPU
 # build this machine has on disk; letting tianshou pick torch downloads a multi-GB GPU build.
 # Idempotent: an existing venv is reused (pip skips what is installed). Then:
-#   .venv-tianshou/bin/python -m pytest tests/test_compat_tianshou*.py
+#   .venv-tianshou/bin/python -m pytest tests/faces/test_tianshou*.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TIANSHOU_VENV:-.venv-tianshou}"

@@ -4,7 +4,7 @@
 # environment. Default location .venv-xuance (override: XUANCE_VENV=path).
 # XUANCE_FOOTBALL=1 adds Google Research Football (after scripts/install_football.sh).
 # Idempotent; quiet unless something fails. Then:
-#   .venv-xuance/bin/python -m pytest tests/test_compat_xuance.py tests/test_compat_xuance_face.py
+#   .venv-xuance/bin/python -m pytest tests/faces/test_xuance.py tests/faces/test_xuance_face.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${XUANCE_VENV:-.venv-xuance}"

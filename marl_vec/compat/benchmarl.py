@@ -8,7 +8,7 @@ builds a :class:`marl_vec.compat.torchrl.TorchRLEnv` over ``marl_vec.make(config
   Env 0 is seeded as BenchMARL's native PettingZoo task seeds its env. With 2 or more
   envs per worker the native batching (a ``SerialEnv`` of envs each made with ``seed``)
   gives every env the same seed, so they play copies of one episode stream; here each env
-  has its own (tests/test_compat_benchmarl.py checks both rules).
+  has its own (tests/faces/test_benchmarl.py checks both rules).
   ``vec.autoreset`` is ``same_step`` (or ``fast``, task config key ``autoreset``); the
   backend is the config's.
 - Continuous or discrete actions: where the config's ``env.kwargs`` has a

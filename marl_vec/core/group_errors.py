@@ -27,7 +27,7 @@ import numpy as np
 from marl_vec.core.episode import AutoresetMode
 
 # The functions take an EnvGroup, typed Any: group.py imports this module, so importing
-# EnvGroup here (even for type checking) would make an import cycle (tests/test_layering.py).
+# EnvGroup here (even for type checking) would make an import cycle (tests/project/test_layering.py).
 EnvGroup = Any
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import marl_vec as mv
-from tests import backends
+from tests.helpers import backends
 from tests.fuzz.envs import box_env, dict_env
 
 SHM = Path("/dev/shm")
@@ -31,7 +31,7 @@ POOL_BACKENDS = ("subproc", "ray-auto", "ray-ray")
 
 @dataclass(frozen=True)
 class Config:
-    """One fuzzed batch: ``num_envs`` envs on two workers (blocks as tests/backends.py
+    """One fuzzed batch: ``num_envs`` envs on two workers (blocks as tests/helpers/backends.py
     cuts them), ``batch_size`` envs per ``recv()``, Dict or Box observations, ``copy``."""
 
     num_envs: int

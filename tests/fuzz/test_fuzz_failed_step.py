@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from marl_vec.core.errors import PoolNotReadyError
-from tests import backends
-from tests.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
+from tests.helpers import backends
+from tests.helpers.backends import ray_cluster  # noqa: F401  (the module's Ray cluster)
 from tests.fuzz.envs import AGENTS, FuzzEnv, box_env
 from tests.fuzz.harness import arm
 from tests.fuzz.model import check_row, env_error_types, error_env

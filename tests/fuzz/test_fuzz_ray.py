@@ -10,7 +10,7 @@ from hypothesis import settings
 
 import marl_vec as mv
 
-from tests.backends import start_ray_cluster
+from tests.helpers.backends import start_ray_cluster
 from tests.fuzz.envs import AGENTS, box_env
 from tests.fuzz.harness import VenvCache, arm
 from tests.fuzz.machine import fuzz_test

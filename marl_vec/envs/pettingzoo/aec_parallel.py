@@ -18,8 +18,8 @@ moves) and skips the discarded observation where the env's ``observe`` is known
 to change nothing (mpe2's). Other wrappers (``ClipOutOfBoundsWrapper``, a user's)
 stay in the way of moves. Resets go through the parallel env as they are.
 
-Results are bit for bit the generic adapter's (tests/test_fast_paths.py) and a
-plain loop's (tests/test_breadth_pettingzoo.py). On mpe2 simple_spread a step
+Results are bit for bit the generic adapter's (tests/families/test_fast_paths.py) and a
+plain loop's (tests/families/test_breadth_pettingzoo.py). On mpe2 simple_spread a step
 costs about two thirds of the plain parallel loop's.
 """
 

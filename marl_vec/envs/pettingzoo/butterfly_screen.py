@@ -15,7 +15,7 @@ it, where the wrapper observes), row by row, one colour channel at a time (a
 strided copy numpy does fast, where copying whole 3-byte pixels across pygame's
 4-byte ones is a loop per pixel), into the state row, and copies each agent's
 region of it into its observation row. The values are the env's own, bit for bit
-(tests/test_breadth_pettingzoo.py compares them with a plain loop).
+(tests/families/test_breadth_pettingzoo.py compares them with a plain loop).
 
 Used where the env is exactly ``aec_to_parallel_wrapper`` over an unmodified
 pistonball or cooperative_pong (their ``observe`` and ``state`` are the

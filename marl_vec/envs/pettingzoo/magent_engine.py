@@ -11,7 +11,7 @@ each group's results in the batch row with one array write per group: the
 engine's view buffer straight into the observation rows (in place of the env's
 own copy), rewards and flags with one indexed write each, the state built in
 its row with index arrays. Results are bit for bit those of the native env
-(tests/test_breadth_pettingzoo.py compares them with a plain loop); the native
+(tests/families/test_breadth_pettingzoo.py compares them with a plain loop); the native
 env's attributes the next step reads (``agents``, ``team_sizes``, ``frames``)
 are kept as its own ``step`` keeps them.
 

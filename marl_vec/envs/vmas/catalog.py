@@ -4,7 +4,7 @@ One idea: the catalogue and the rules around it. Our ids are VMAS's scenario
 names as ``vmas.make_env`` takes them (``balance``, ``transport``,
 ``navigation``, ``wheel``, ``football``, the MPE ports ``simple_spread`` ...,
 and the debug scenarios ``waterfall`` ...). Every scenario of vmas 1.5.2 runs
-on CPU and is served (checked: tests/test_vmas_breadth.py); :data:`LEFT_OUT`
+on CPU and is served (checked: tests/families/test_vmas_breadth.py); :data:`LEFT_OUT`
 is empty, and stays the place to name one with its reason.
 
 Options (``env.kwargs``): ``continuous_actions`` (VMAS's default True),
