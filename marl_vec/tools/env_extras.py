@@ -3,7 +3,7 @@
 A family's envs do not all need the same packages: PettingZoo's MPE moved to the
 ``mpe2`` package, a core dependency, while butterfly, sisl and MAgent2 need the
 ``pettingzoo`` extra. Each row names the ids it covers, the extra that installs
-them, the modules that must import, and an example id (tests/test_cli_list.py
+them, the modules that must import, and an example id (tests/tools/test_env_extras.py
 checks every row by importing it with and without those modules).
 
 Example:

@@ -114,7 +114,7 @@ class RawCalls:
     :meth:`RandomState.installed`): ``step(env, actions)``, ``reset_at(env, index, ...)``,
     ``get_from_scenario(env, ...)``, ``reset(env, seed=...)`` (VMAS's own undecorated ``_reset_at``,
     ``_get_from_scenario`` and ``_reset``; ``step`` has none, so the decorator's ``__wrapped__``). vmas is pinned
-    (1.5.2); tests/test_vmas_*.py compare against VMAS's public, decorated calls."""
+    (1.5.2); tests/families/test_vmas_*.py compare against VMAS's public, decorated calls."""
 
     step: Callable[..., Any]
     reset: Callable[..., Any]
