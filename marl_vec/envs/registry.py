@@ -65,6 +65,8 @@ FAMILIES: dict[str, Family] = {
                "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
         Family("vmas", "marl_vec.envs.vmas", "make_vmas", "vmas",
                "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football"),
+        Family("mamujoco", "marl_vec.envs.mamujoco", "make_mamujoco", "mamujoco",
+               "a Multi-Agent MuJoCo scenario/split, e.g. Ant/2x4, HalfCheetah/6x1, Humanoid/9|8"),
     )
 }
 

@@ -78,6 +78,8 @@ NEEDS: tuple[EnvNeeds, ...] = (
              ("jax", "jaxmarl", "flax"), "smax/3m", then="bash scripts/install_jax.sh"),
     EnvNeeds("vmas", "VMAS scenarios (balance, transport, navigation, wheel, football, ...)", "vmas",
              ("vmas", "torch", "gym"), "balance"),
+    EnvNeeds("mamujoco", "Multi-Agent MuJoCo Scenario/split (Ant/2x4, HalfCheetah/6x1, Humanoid/9|8, ...)", "mamujoco",
+             ("gymnasium_robotics", "mujoco"), "Ant/2x4"),
 )
 
 
