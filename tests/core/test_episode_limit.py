@@ -70,6 +70,11 @@ ENFORCED = {
     "lbf/8x8-2p-2f-coop": 50,
     "rware/small-4ag": 500,
     "rware/tiny-2ag": 500,
+    # Multi-Agent MuJoCo: the robot's TimeLimit (truncation); falling ends earlier, terminated.
+    "mamujoco/ant_2x4": 1000,
+    "mamujoco/halfcheetah_6x1": 1000,
+    "mamujoco/walker2d_2x3": 1000,
+    "mamujoco/humanoid_9_8": 1000,
 }
 SC2 = [name for name in ENFORCED if name.startswith("sc2/")]  # the game is not installed here: a scripted one
 # Each JaxMARL config compiles its block (5-20 s): not built here.
@@ -139,6 +144,7 @@ def run_to_the_limit(venv: mv.VecEnv, policy) -> None:
     ("mpe/simple_tag", random_available),
     ("magent2/battle", random_available),
     ("pettingzoo/pistonball", random_available),
+    ("mamujoco/halfcheetah_6x1", random_available),  # the cheetah cannot fall: 1,000 steps
 ])
 def test_config_runs_to_its_limit_and_is_truncated_there(name, policy):
     with mv.make(name, num_envs=1, backend="dummy") as venv:
