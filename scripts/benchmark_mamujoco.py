@@ -1,0 +1,114 @@
+"""Multi-Agent MuJoCo: SubprocVecEnv against a plain loop, env-steps/s, their ratio, the machine's load.
+
+- plain: ``--num-envs`` envs of gymnasium-robotics' ``mamujoco_v1.parallel_env``
+  stepped one after another in this process with dict actions (each agent's own
+  part of the same random actions), reset at each episode's end: what a trainer
+  without marl_vec writes;
+- subproc: ``SubprocVecEnv`` over the ``mamujoco`` family with ``--workers``
+  processes (results in shared memory, ``copy=True``, the default).
+
+Rounds are interleaved (``--rounds`` of ``--seconds`` each, after a warm-up);
+the median env-steps/s of each, each round's values, the ratio's spread and the
+load average before and after (``os.getloadavg``) are printed.
+
+    python scripts/benchmark_mamujoco.py                       # Ant/2x4 x16, 2 workers
+    python scripts/benchmark_mamujoco.py --env HalfCheetah/6x1 --rounds 5 --seconds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+import marl_vec as mv
+from marl_vec.envs.registry import make_env_fn
+
+
+def actions_of(spec: mv.EnvSpec, n_envs: int, pool: int = 16) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    low = np.where(np.isfinite(spec.action.low), spec.action.low, 0.0)
+    high = np.where(np.isfinite(spec.action.high), spec.action.high, 0.0)
+    shape = (n_envs, spec.n_agents, *spec.action.shape)
+    return [rng.uniform(np.broadcast_to(low, shape[1:]), np.broadcast_to(high, shape[1:]), shape).astype(np.float32)
+            for _ in range(pool)]
+
+
+def plain(env_id: str, n_envs: int, pool: list[np.ndarray]) -> tuple[Callable[[int], None], Callable[[], None]]:
+    from gymnasium_robotics import mamujoco_v1
+
+    scenario, _, conf = env_id.partition("/")
+    envs = [mamujoco_v1.parallel_env(scenario, conf or None) for _ in range(n_envs)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    agents = envs[0].possible_agents
+    sizes = [envs[0].action_space(a).shape[0] for a in agents]
+
+    def run(n: int) -> None:
+        for t in range(n):
+            batch = pool[t % len(pool)]
+            for i, env in enumerate(envs):
+                obs, rewards, terms, truncs, _ = env.step({a: batch[i, j, :k] for j, (a, k) in
+                                                           enumerate(zip(agents, sizes))})
+                state = env.state()  # noqa: F841 (read, as a trainer with a critic would)
+                if not env.agents:
+                    env.reset()
+
+    return run, lambda: [env.close() for env in envs]
+
+
+def subproc(env_id: str, n_envs: int, workers: int) -> tuple[Callable[[int], None], Callable[[], None], list]:
+    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id)] * n_envs, num_workers=workers, env_seed=0)
+    venv.reset()
+    pool = actions_of(venv.spec, n_envs)
+
+    def run(n: int) -> None:
+        for t in range(n):
+            r = venv.step(pool[t % len(pool)])
+            r.obs, r.state, r.reward, r.done  # noqa: B018 (read, as a trainer would)
+
+    return run, venv.close, pool
+
+
+def rate(run: Callable[[int], None], n_envs: int, seconds: float) -> float:
+    steps, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        run(20)
+        steps += 20
+    return steps * n_envs / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="Ant/2x4")
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers)
+    run_plain, close_plain = plain(args.env, args.num_envs, pool)
+    run_sub(5), run_plain(5)  # warm-up
+    rows = []
+    for _ in range(args.rounds):
+        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds)))
+    close_sub(), close_plain()
+    ratios = [s / p for p, s in rows]
+    p_med, s_med = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    print(f"{args.env} x{args.num_envs}, {args.workers} workers, {args.rounds} rounds of {args.seconds:g} s, "
+          f"{os.cpu_count()} CPUs")
+    for k, (p, s) in enumerate(rows):
+        print(f"  round {k}: plain {p:9.0f} env-steps/s   subproc {s:9.0f} env-steps/s   ratio {s / p:.2f}x")
+    print(f"median: plain {p_med:.0f}, subproc {s_med:.0f} env-steps/s; ratio {s_med / p_med:.2f}x "
+          f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)")
+    print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
