@@ -51,7 +51,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from marl_vec.envs.extras import UnknownEnvError, no_env_message, require
+from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, no_env_message, require
 from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
 
 EXTRA = "mamujoco"
@@ -159,7 +159,7 @@ def _coupled_half_cheetah_env(render_mode: str | None, kwargs: dict[str, Any]) -
     mujoco = require("mujoco", EXTRA, "Multi-Agent MuJoCo")
     if tuple(int(x) for x in mujoco.__version__.split(".")[:2]) >= (3, 6):
         # MuJoCo 3.6 made the tendon Jacobian sparse; the library's observation indexes it as dense.
-        raise UnknownEnvError(f"mamujoco CoupledHalfCheetah needs mujoco < 3.6 (gymnasium-robotics 1.4.2 reads "
+        raise MissingExtraError(f"mamujoco CoupledHalfCheetah needs mujoco < 3.6 (gymnasium-robotics 1.4.2 reads "
                               f"data.ten_J as a dense matrix, sparse since MuJoCo 3.6); mujoco {mujoco.__version__} "
                               "is installed: pip install 'marl_vec[mamujoco]' installs a working one")
     unknown = sorted(set(kwargs) - {"max_episode_steps"})

@@ -244,3 +244,14 @@ def test_many_segment_models_build_in_parallel_processes():
     with multiprocessing.get_context("fork").Pool(4) as pool:
         errors = [e for errs in pool.map(_build_many_segment_ants, [8] * 4) for e in errs]
     assert errors == []
+
+
+def test_coupled_half_cheetah_on_mujoco_3_6_names_the_cause(monkeypatch):
+    """MuJoCo 3.6 made data.ten_J sparse; gymnasium-robotics 1.4.2 indexes it as dense (an IndexError)."""
+    import mujoco
+
+    monkeypatch.setattr(mujoco, "__version__", "3.6.0")
+    with pytest.raises(MissingExtraError, match=r"CoupledHalfCheetah needs mujoco < 3.6 .* mujoco 3.6.0 is installed: "
+                                                r"pip install 'marl_vec\[mamujoco\]'"):
+        make_env("mamujoco", "CoupledHalfCheetah/1p1")
+    make_env("mamujoco", "HalfCheetah/6x1").close()  # the others do not read it
