@@ -121,6 +121,23 @@ def test_gym_reset_with_a_seed_replays_the_same_games():
     envs.close()
 
 
+def test_gym_per_env_seeds_of_several_offsets_on_a_fresh_batch_play_each_envs_seed():
+    # The batch resets per offset (seed 5 for env 0, seed 8 for env 1); the openings wait
+    # until both are reset (they step the whole batch, env 1 included).
+    from marl_vec.compat import GymVectorEnv
+
+    envs = GymVectorEnv(connect_four(2), seat="player_1")
+    obs, _ = envs.reset(seed=[5, 9])
+    seen = [obs]
+    for _ in range(30):
+        seen.append(envs.step(learner_moves(np.stack(envs.call("action_masks"))))[0])
+    envs.close()
+    alone = [OpponentSeat(connect_four(1), seat="player_1") for _ in range(2)]
+    for k, seed in enumerate((5, 9)):
+        np.testing.assert_array_equal(np.stack(seen)[:, k], seat_games(alone[k], seed=seed)[:, 0])
+        alone[k].close()
+
+
 class Recording:
     """An opponent with the seat's two hooks: it records its reseeds and the envs it plays."""
 
