@@ -203,7 +203,7 @@ class OpponentSeat:
             return [None] * len(ids)
         if isinstance(seed, (int, np.integer)):
             return [int(seed) + i for i in ids]
-        seeds = list(seed)
+        seeds = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [seed]
         if len(seeds) != len(ids) or not all(s is None or isinstance(s, (int, np.integer)) for s in seeds):
             raise ValueError(f"OpponentSeat.reset: seed must be None, an int, or one int (or None) per reset env "
                              f"({len(ids)} envs), got {seed!r}")

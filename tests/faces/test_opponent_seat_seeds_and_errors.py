@@ -253,3 +253,17 @@ def test_an_env_that_raises_in_the_learners_step_makes_the_seat_ask_for_a_reset(
     seat.reset()
     assert_whole_games(seat)
     seat.close()
+
+
+def test_a_bad_seed_is_refused_and_changes_nothing():
+    seat = OpponentSeat(mv.make_vec([toll_game] * 2, env_seed=0), opponent=lambda o, a: a.argmax(1),
+                        seat="player_1")
+    seat.reset()
+    r = seat.step(np.zeros(2, np.int64))  # 3 of the game's 4 moves played
+    for bad in (1.5, [1, "x"], [1]):
+        with pytest.raises(ValueError, match=r"OpponentSeat.reset: seed must be None, an int, or one int \(or None\) "
+                                             r"per reset env \(2 envs\), got"):
+            seat.reset(seed=bad)
+    r = seat.step(np.zeros(2, np.int64))  # the games went on: the learner's last move ends them
+    assert r.done.all() and [info["episode"]["length"] for info in r.infos] == [2, 2]
+    seat.close()
