@@ -28,7 +28,7 @@ The rules it keeps:
 - Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` and calls the opponent's
   ``reseed(env_ids, seeds)`` with those seeds, if it has one. An opponent with
   ``play(env_ids, obs, avail)`` is called that way, told which env each row is.
-  :class:`RandomLegal` has both: its moves in env i depend on env i's seed only.
+  ``RandomLegal`` has both: its moves in env i depend on env i's seed only.
 - If the opponent (or an env) raises once moves were played, the error goes on
   with a note naming the envs where the opponent was to move, and the envs whose
   results it cut off (every env for a step, the reset ones for a reset) must be
