@@ -17,6 +17,23 @@ At a game's end, ``final_obs``/``final_avail_actions`` are the learner's last vi
 ``infos[i]["episode"]`` has the learner's return, its moves as the length and the
 winner statistics. Needs autoreset ``same_step`` (or ``fast``).
 
+The rules it keeps:
+
+- A refused step (the batch's ``ValueError`` for an illegal learner move, or a
+  malformed one) changes nothing: no move is played or counted, no reward is lost.
+- ``reset(env_ids=...)`` and the ``indices`` of ``call``/``get_attr``/``set_attr``
+  are read as the batch reads them (an int, ints, a boolean mask; negative ints
+  for the calls). ``reset()`` returns the reset's infos and zero rewards: the
+  opponent's opening moves' rewards come with the learner's first step.
+- Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` and calls the opponent's
+  ``reseed(env_ids, seeds)`` with those seeds, if it has one. An opponent with
+  ``play(env_ids, obs, avail)`` is called that way, told which env each row is.
+  ``RandomLegal`` has both: its moves in env i depend on env i's seed only.
+- If the opponent (or an env) raises once moves were played, the error goes on
+  with a note naming the envs where the opponent was to move, and the envs whose
+  results it cut off (every env for a step, the reset ones for a reset) must be
+  reset: until then ``step()`` raises ``RuntimeError`` naming them.
+
 Example:
     >>> import marl_vec as mv
     >>> from marl_vec.envs.registry import make_env_fn
@@ -43,13 +60,39 @@ Opponent = Callable[[Any, np.ndarray], Any]
 
 
 class RandomLegal:
-    """The default opponent: a uniformly random legal move, from its own seeded generator."""
+    """The default opponent: a uniformly random legal move, each env from a generator of its own.
+
+    Env i's generator starts from ``seed + i`` and a seeded reset of the seat
+    (``reset(seed=s)``, env i with ``s + i`` as the envs) starts it again from ``s + i``:
+    ``numpy.random.default_rng(SeedSequence(s + i).spawn(1)[0])``, a child sequence, so it
+    is independent of the env's own stream. Unseeded resets and later games go on with it.
+    So a game depends on its env's seed and the learner's moves only. Called directly
+    (``opponent(obs, avail)``), row k draws from env k's generator.
+    """
 
     def __init__(self, seed: int | None = 0):
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self._rngs: dict[int, np.random.Generator] = {}
+
+    def reseed(self, env_ids: Sequence[int], seeds: Sequence[int | None]) -> None:
+        """Start env ``env_ids[k]``'s generator again from ``seeds[k]`` (None: fresh entropy)."""
+        for i, seed in zip(env_ids, seeds):
+            self._rngs[int(i)] = np.random.default_rng(None if seed is None else
+                                                       np.random.SeedSequence(int(seed)).spawn(1)[0])
+
+    def play(self, env_ids: Sequence[int], obs: Any, avail: np.ndarray) -> np.ndarray:
+        """One random legal move per row, row k of env ``env_ids[k]``."""
+        moves = np.empty(len(avail), dtype=np.int64)
+        for k, (i, row) in enumerate(zip(env_ids, avail)):
+            rng = self._rngs.get(int(i))
+            if rng is None:
+                self.reseed([i], [None if self.seed is None else self.seed + int(i)])
+                rng = self._rngs[int(i)]
+            moves[k] = rng.choice(np.flatnonzero(row))
+        return moves
 
     def __call__(self, obs: Any, avail: np.ndarray) -> np.ndarray:
-        return np.array([self.rng.choice(np.flatnonzero(row)) for row in avail], dtype=np.int64)
+        return self.play(range(len(avail)), obs, avail)
 
 
 class OpponentSeat:
@@ -89,6 +132,9 @@ class OpponentSeat:
         self._moves = np.zeros(E, dtype=np.int64)  # the learner's moves in each env's running game
         self._carry = np.zeros(E, dtype=np.float64)  # learner reward earned before its first move of a game
         self._last: StepResult | None = None
+        # Envs that an error left with the opponent to move (or their results lost): reset first.
+        self._stale = np.zeros(E, dtype=bool)
+        self._cause, self._cut_call = "", ""
 
     # -- the VecEnv calls the faces use -------------------------------------------------
 
@@ -108,51 +154,110 @@ class OpponentSeat:
     def validate(self, value: bool) -> None:
         self.venv.validate = value
 
-    def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> StepResult:
-        r = self.venv.reset(seed=seed, env_ids=env_ids)
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
+    def reset(self, seed: int | Sequence[int | None] | None = None,
+              env_ids: Sequence[int] | None = None) -> StepResult:
+        """Reset all envs, or ``env_ids`` (read as the batch reads them: ints or a boolean mask),
+        and play the opponent's opening moves there; the reset's infos, zero rewards (the
+        opening moves' rewards come with the learner's first step).
+
+        ``seed``: None, an int (env i with ``seed + i``, as the batch) or one seed (or None)
+        per reset env, as the faces' per-env seeds: the envs are reset in groups of one
+        offset, and only then the openings are played (they step the whole batch, so
+        every env must have been reset before).
+        """
+        ids = self._check_indices(env_ids, unique=True)
+        seeds = self._env_seeds(seed, ids)
+        groups: dict[int | None, list[int]] = {}
+        for i, s in zip(ids, seeds):
+            groups.setdefault(None if s is None else s - i, []).append(i)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        reset_some = False
+        try:
+            for offset, group in (groups or {None: []}).items():
+                start = self.venv.reset(seed=offset, env_ids=None if len(group) == self.num_envs else group)
+                reset_some = True
+                for i in group:
+                    infos[i] = start.infos[i]
+            self._moves[ids] = 0
+            self._carry[ids] = 0.0
+            seeded = [(i, s) for i, s in zip(ids, seeds) if s is not None]
+            reseed = getattr(self.opponent, "reseed", None)
+            if seeded and callable(reseed):
+                reseed([i for i, _ in seeded], [s for _, s in seeded])
+        except BaseException as exc:
+            if reset_some or not _refused(exc):  # a refusal before any reset changes nothing
+                self._cut(ids, exc, "the reset")
+            raise
         active = np.zeros(self.num_envs, bool)
         active[ids] = True
-        self._moves[ids] = 0
-        self._carry[ids] = 0.0
         out = _Step(self.num_envs)
-        r = self._advance(r, active, out)
+        r = self._advance(start, active, out, active, "the reset")
         self._carry[ids] += out.reward[ids]  # the opponent's opening moves: counted in the learner's first step
-        return self._result(r, out, reset=True)
+        self._stale[ids] = False
+        out.reward.fill(0.0)
+        return self._result(r, out, infos=infos)
+
+    def _env_seeds(self, seed: int | Sequence[int | None] | None, ids: list[int]) -> list[int | None]:
+        """Each reset env's seed: ``seed + i`` for an int, or the per-env list as given."""
+        if seed is None:
+            return [None] * len(ids)
+        if isinstance(seed, (int, np.integer)):
+            return [int(seed) + i for i in ids]
+        seeds = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [seed]
+        if len(seeds) != len(ids) or not all(s is None or isinstance(s, (int, np.integer)) for s in seeds):
+            raise ValueError(f"OpponentSeat.reset: seed must be None, an int, or one int (or None) per reset env "
+                             f"({len(ids)} envs), got {seed!r}")
+        return [None if s is None else int(s) for s in seeds]
 
     def step(self, actions: Any) -> StepResult:
+        if self._stale.any():
+            stale = np.flatnonzero(self._stale).tolist()
+            raise RuntimeError(f"OpponentSeat: env(s) {stale} must be reset before the next step: {self._cause} "
+                               f"cut {self._cut_call} short, so their games are not where the learner last saw "
+                               f"them; call reset() or reset(env_ids={stale})")
         moves = np.asarray(actions).reshape(self.num_envs)
         full = np.full((self.num_envs, self.venv.spec.n_agents), WAIT, dtype=np.int64)
         full[:, self.seat] = moves
+        every = np.ones(self.num_envs, bool)
+        try:
+            r = self.venv.step(full)
+        except BaseException as exc:
+            # Refused (an illegal move): nothing moved, nothing here changes either. Else the
+            # learner's moves were played in some envs, whose results are lost with the error.
+            if not _refused(exc):
+                self._cut(np.arange(self.num_envs), exc, "the learner's step")
+            raise
         out = _Step(self.num_envs)
         out.reward += self._carry
         self._carry.fill(0.0)
         self._moves += 1
-        r = self.venv.step(full)
-        self._collect(r, np.ones(self.num_envs, bool), out)
-        r = self._advance(r, np.ones(self.num_envs, bool), out)
+        self._collect(r, every, out)
+        r = self._advance(r, every, out, every, "the learner's step")
         return self._result(r, out)
 
     def call(self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any) -> list[Any]:
         """``action_masks`` (sb3-contrib's MaskablePPO asks for it): the learner's legal moves;
         anything else goes to the native envs."""
         if name == "action_masks" and self._last is not None:
-            ids = range(self.num_envs) if indices is None else indices
-            return [self._last.avail_actions[i, 0].copy() for i in ids]
+            return [self._last.avail_actions[i, 0].copy() for i in self._check_indices(indices, negative=True)]
         return self.venv.call(name, *args, indices=indices, **kwargs)
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> list[Any]:
         """``observation_space``/``action_space``: the learner's (a game's are methods of the agent);
         anything else the native envs'."""
-        n = self.num_envs if indices is None else len(list(indices))
-        if name == "observation_space":
-            return [self.spec.single_agent_observation_space] * n
-        if name == "action_space":
-            return [self.spec.single_agent_action_space] * n
+        if name in ("observation_space", "action_space"):
+            n = len(self._check_indices(indices, negative=True))
+            space = self.spec.single_agent_observation_space if name == "observation_space" else \
+                self.spec.single_agent_action_space
+            return [space] * n
         return self.venv.get_attr(name, indices=indices)
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
         self.venv.set_attr(name, values, indices=indices)
+
+    def _check_indices(self, indices: Any, unique: bool = False, negative: bool = False) -> list[int]:
+        """The batch's own reading of env indices (None, an int, ints, a boolean mask)."""
+        return self.venv._check_indices(indices, unique=unique, negative=negative)
 
     def render(self) -> list[Any]:
         return self.venv.render()
@@ -165,9 +270,10 @@ class OpponentSeat:
 
     # -- the opponent's turns ---------------------------------------------------------
 
-    def _advance(self, r: StepResult, active: np.ndarray, out: "_Step") -> StepResult:
+    def _advance(self, r: StepResult, active: np.ndarray, out: "_Step", cut: np.ndarray, call: str) -> StepResult:
         """Step the batch with the opponent's moves until the learner is to move in every
-        ``active`` env (the others wait)."""
+        ``active`` env (the others wait). If the opponent (or the batch) raises, the envs
+        ``cut`` must be reset: the error names the envs where the opponent was to move."""
         seat, A = self.seat, self.venv.spec.n_agents
         while True:
             need = active & ~r.acting[:, seat]
@@ -176,9 +282,33 @@ class OpponentSeat:
             rows = np.flatnonzero(need)
             movers = r.acting[rows].argmax(axis=1)
             full = np.full((self.num_envs, A), WAIT, dtype=np.int64)
-            full[rows, movers] = np.asarray(self.opponent(r.obs[rows, movers], r.avail_actions[rows, movers]))
-            r = self.venv.step(full)
+            try:
+                full[rows, movers] = self._opponent_moves(rows, r.obs[rows, movers], r.avail_actions[rows, movers])
+                r = self.venv.step(full)
+            except BaseException as exc:
+                self._cut(np.flatnonzero(cut), exc, call, rows.tolist())
+                raise
             self._collect(r, need, out)
+
+    def _opponent_moves(self, rows: np.ndarray, obs: Any, avail: np.ndarray) -> np.ndarray:
+        play = getattr(self.opponent, "play", None)  # an opponent that wants to know the envs (RandomLegal)
+        moves = play(rows.tolist(), obs, avail) if callable(play) else self.opponent(obs, avail)
+        return np.asarray(moves)
+
+    def _cut(self, envs: Any, exc: BaseException, call: str, opponent_rows: list[int] | None = None) -> None:
+        """``call`` raised after moves were played in ``envs``: they wait for a reset."""
+        envs = [int(i) for i in envs]
+        self._stale[envs] = True
+        self._cut_call = call
+        if opponent_rows is None:
+            self._cause = f"{type(exc).__name__} from the batch"
+            note = f"marl_vec: OpponentSeat: this error cut {call} short; reset env(s) {envs} before the next step"
+        else:
+            self._cause = f"{type(exc).__name__} while the opponent moved in env(s) {opponent_rows}"
+            note = (f"marl_vec: OpponentSeat: raised while the opponent moved in env(s) {opponent_rows}; "
+                    f"{call} is cut short: reset env(s) {envs} before the next step")
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note(note)
 
     def _collect(self, r: StepResult, stepped: np.ndarray, out: "_Step") -> None:
         """The learner's share of a batch step over the envs ``stepped``."""
@@ -207,10 +337,11 @@ class OpponentSeat:
             out.infos[i] = info
             self._moves[i] = 0
 
-    def _result(self, r: StepResult, out: "_Step", reset: bool = False) -> StepResult:
+    def _result(self, r: StepResult, out: "_Step", infos: list[dict[str, Any]] | None = None) -> StepResult:
+        """The learner's view; ``infos``: a reset's (else those of the games that ended)."""
         seat, E = self.seat, self.num_envs
         keep = slice(seat, seat + 1)
-        infos = [dict(info) for info in r.infos] if reset else [out.infos.get(i, {}) for i in range(E)]
+        infos = [dict(info) for info in infos] if infos is not None else [out.infos.get(i, {}) for i in range(E)]
         result = StepResult(
             r.obs[:, keep].copy(), None, r.avail_actions[:, keep].copy(), np.ones((E, 1), bool),
             out.reward.astype(self.spec.reward_dtype)[:, None], out.terminated[:, None].copy(),
@@ -226,6 +357,13 @@ class OpponentSeat:
         if name == "venv":
             raise AttributeError(name)
         return getattr(self.venv, name)
+
+
+def _refused(exc: BaseException) -> bool:
+    """The batch refused the actions before any env moved: its checks raise ValueError or
+    TypeError. An env's own error is named (``marl_vec_env_index``, the group sets it) or
+    comes as a WorkerError (a RuntimeError) from a worker."""
+    return isinstance(exc, (ValueError, TypeError)) and not hasattr(exc, "marl_vec_env_index")
 
 
 class _Step:

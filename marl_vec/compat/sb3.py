@@ -23,9 +23,10 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
 - ``step()`` before any ``reset()`` steps, as SB3's vec envs do: the face resets the
   batch first (the core needs it), with the seeds ``seed()`` set;
 - ``get_attr``/``set_attr``/``env_method`` reach through gymnasium wrappers, take
-  negative indices, and a missing attribute is an ``AttributeError`` on every backend
-  (so ``has_attr`` works); ``env_is_wrapped`` looks at each env's wrapper chain;
-  ``envs`` is the list of env objects where they live in this process (DummyVecEnv).
+  indices as the batch does (an int, ints, negative ones, or a boolean mask), and
+  a missing attribute is an ``AttributeError`` on every backend (so ``has_attr``
+  works); ``env_is_wrapped`` looks at each env's wrapper chain; ``envs`` is the
+  list of env objects where they live in this process (DummyVecEnv).
 
 SB3's own test suite runs on this face: ``scripts/run_sb3_suite.sh`` (docs/faces/stable_baselines3.md).
 
@@ -51,7 +52,7 @@ import numpy as np
 
 from marl_vec.compat.gym.batching import FinalObs, _env_info, agent_zero
 from marl_vec.compat.gym.spaces import _attr_or_none, _native_action_space, observation_space_of
-from marl_vec.compat.opponent import Opponent, serve_seat
+from marl_vec.compat.opponent import Opponent, OpponentSeat, serve_seat
 from marl_vec.envs.extras import missing_extra_message
 from marl_vec.core.spec import TreeAction
 from marl_vec.vec.base import VecEnv as MarlVecEnv
@@ -116,6 +117,12 @@ class SB3VecEnv(SB3BaseVecEnv):
         by_offset: dict[int | None, list[int]] = {}
         for i, seed in enumerate(self._seeds):
             by_offset.setdefault(None if seed is None else int(seed) - i, []).append(i)
+        if isinstance(self.venv, OpponentSeat):
+            # The per-env seeds in one call: the seat's openings step the whole batch.
+            r = self.venv.reset(seed=list(self._seeds))
+            by_offset.clear()
+            for i in range(self.num_envs):
+                self.reset_infos[i] = r.infos[i]
         for offset, ids in by_offset.items():  # marl_vec seeds env i with seed + i
             r = self.venv.reset(seed=offset, env_ids=None if len(ids) == self.num_envs else ids)
             for i in ids:
@@ -203,7 +210,8 @@ class SB3VecEnv(SB3BaseVecEnv):
         return self.venv.render()
 
     def _ids(self, indices: VecEnvIndices) -> list[int]:
-        return list(self._get_indices(indices))
+        """As the batch reads them: None, an int (negative from the end), ints, or a boolean mask."""
+        return self.venv._check_indices(indices, negative=True)
 
     def _monitor_episode(self, summary: dict[str, Any]) -> dict[str, Any]:
         """marl_vec's summary as SB3's Monitor writes it."""

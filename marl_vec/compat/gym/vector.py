@@ -69,6 +69,7 @@ from marl_vec.compat.gym.batching import (FinalObs, _batched_leaves, _env_info, 
                                           final_obs_of, gym_batch, object_column)
 from marl_vec.compat.gym.spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
                                         action_space_of, observation_space_of)
+from marl_vec.compat.opponent import OpponentSeat, serve_seat
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.spec import ObjectAction, SpecMismatchError, TreeAction
 from marl_vec.vec.base import VecEnv
@@ -114,8 +115,6 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         opponent: Any = None,
         seat: int | str = 0,
     ):
-        from marl_vec.compat.opponent import serve_seat
-
         venv = serve_seat(venv, opponent, seat, "GymVectorEnv", "gymnasium's VectorEnv")
         spec = venv.spec
         if venv.autoreset not in AUTORESET_MODES:
@@ -280,6 +279,12 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             by_offset[None if s is None else int(s) - i].append(i)
         env_infos: dict[int, dict[str, Any]] = {}
         r = None
+        if isinstance(self.venv, OpponentSeat):
+            # The per-env seeds in one call: the seat's openings step the whole batch.
+            r = self.venv.reset(seed=[seeds[i] for i in env_ids],
+                                env_ids=None if len(env_ids) == self.num_envs else env_ids)
+            by_offset.clear()
+            env_infos.update((i, r.infos[i]) for i in env_ids)
         for offset, ids in by_offset.items():
             r = self.venv.reset(seed=offset, env_ids=None if len(ids) == self.num_envs else ids)
             env_infos.update((i, r.infos[i]) for i in ids)
