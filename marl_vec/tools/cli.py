@@ -102,9 +102,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         plot_returns(summary.returns, cfg.run.plot, env_name=cfg.env.id, num_envs=cfg.vec.num_envs,
                      title=f"{cfg.env.id}, {cfg.vec.num_envs} envs: random policy")
-        print(f"plot             {cfg.run.plot}")
+        print(f"{'plot':<{summary.width}}{cfg.run.plot}")
     elif cfg.run.plot:
-        print(f"plot             not written: no episode finished in {summary.env_steps} env-steps")
+        print(f"{'plot':<{summary.width}}not written: no episode finished in {summary.env_steps} env-steps")
     if interrupted:
         raise _Interrupted
     return 0
