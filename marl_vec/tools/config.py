@@ -163,7 +163,7 @@ def _config_hint(path: Path) -> str:
     if in_family:
         return f"give a YAML path or one of the shipped configs of {family}: {', '.join(in_family)}"
     families = sorted({n.partition("/")[0] for n in names})
-    return (f"give a YAML path or one of the shipped configs, FAMILY/NAME with FAMILY one of "
+    return (f"give a YAML path or one of the shipped configs: FAMILY/NAME, FAMILY one of "
             f"{', '.join(families)} ({every})")
 
 

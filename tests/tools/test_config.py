@@ -130,5 +130,5 @@ def test_a_name_with_no_close_match_lists_the_families():
     with pytest.raises(ConfigError) as info:
         load_config("no/such_config")
     assert str(info.value) == (
-        "no config file 'no/such_config'; give a YAML path or one of the shipped configs, FAMILY/NAME with FAMILY "
+        "no config file 'no/such_config'; give a YAML path or one of the shipped configs: FAMILY/NAME, FAMILY "
         f"one of {', '.join(families)} (`marl-vec list` shows all {len(shipped_configs())})")
