@@ -28,15 +28,26 @@ import argparse
 import copy
 import csv
 import os
+import sys
 import time
 import warnings
 
 import numpy as np
-import torch
-import torch.nn as nn
 
 import marl_vec as mv
+from marl_vec.envs.extras import MissingExtraError, require
 from marl_vec.envs.registry import make_env_fn
+
+EXTRAS = "pettingzoo,classic,examples"  # the game, and torch + matplotlib (examples)
+try:  # before anything runs: one line naming the extra, as the marl-vec command says it
+    require("torch", EXTRAS, "its policy (torch)")
+    require("matplotlib", EXTRAS, "its plot (matplotlib)")
+except MissingExtraError as exc:
+    print(f"selfplay_connect4.py: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 

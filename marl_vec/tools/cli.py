@@ -85,11 +85,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before the run, not after it
     cfg = resolve_auto_backend(cfg)  # before the line below, which names the backend
-    print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
-          f"{cfg.run.steps} steps", flush=True)
     interrupted = False
     try:
         with make_from_config(cfg) as venv:
+            # Once the envs are made: a bad env id or option fails with its one line alone.
+            print(f"marl-vec run: {cfg.env.family} {cfg.env.id}, {cfg.vec.num_envs} envs on {cfg.vec.backend}, "
+                  f"{cfg.run.steps} steps", flush=True)
             summary = rollout(venv, cfg.run.steps, seed=cfg.run.seed, progress=not args.no_progress)
     except Interrupted as stop:
         _interrupted(stop.steps)
@@ -101,9 +102,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         plot_returns(summary.returns, cfg.run.plot, env_name=cfg.env.id, num_envs=cfg.vec.num_envs,
                      title=f"{cfg.env.id}, {cfg.vec.num_envs} envs: random policy")
-        print(f"plot             {cfg.run.plot}")
+        print(f"{'plot':<{summary.width}}{cfg.run.plot}")
     elif cfg.run.plot:
-        print(f"plot             not written: no episode finished in {summary.env_steps} env-steps")
+        print(f"{'plot':<{summary.width}}not written: no episode finished in {summary.env_steps} env-steps")
     if interrupted:
         raise _Interrupted
     return 0

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import sys
 from importlib import resources
@@ -143,9 +144,28 @@ def resolve_config_path(name: str | os.PathLike) -> Path:
     for candidate in (root / path, root / path.with_suffix(".yaml")):
         if candidate.is_file():
             return candidate
-    raise ConfigError(
-        f"no config file {str(name)!r}; give a YAML path or one of the shipped configs: {', '.join(shipped_configs())}"
-    )
+    raise ConfigError(f"no config file {str(name)!r}; {_config_hint(path)}")
+
+
+def _config_hint(path: Path) -> str:
+    """Close matches of a config name that is not shipped (as the env ids have), or its family's
+    configs, or the families: never all the shipped names on one line."""
+    names = shipped_configs()
+    wanted = str(path.with_suffix("") if path.suffix in (".yaml", ".yml") else path)
+    every = f"`marl-vec list` shows all {len(names)}"
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
+    by_tail = {n.rpartition("/")[2]: n for n in names}
+    close += [by_tail[t] for t in difflib.get_close_matches(path.stem, list(by_tail), n=3, cutoff=0.75)
+              if by_tail[t] not in close]
+    if close:
+        return f"close matches: {', '.join(close[:3])}; give a YAML path or a shipped config name ({every})"
+    family = path.parts[0] if len(path.parts) > 1 else ""
+    in_family = [n for n in names if n.startswith(family + "/")] if family else []
+    if in_family:
+        return f"give a YAML path or one of the shipped configs of {family}: {', '.join(in_family)}"
+    families = sorted({n.partition("/")[0] for n in names})
+    return (f"give a YAML path or one of the shipped configs: FAMILY/NAME, FAMILY one of "
+            f"{', '.join(families)} ({every})")
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
@@ -159,19 +179,42 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _format_errors(exc: ValidationError, source: str) -> str:
-    lines = []
+def _format_errors(exc: ValidationError, source: str, set_by: Mapping[str, str] | None = None,
+                   base: str = "") -> str:
+    """One line per error; ``set_by`` maps each overridden key to what set it (``override
+    vec.num_envs=0``, ``make(num_envs=0)``), so that an error in a value the caller gave names
+    the caller's words, not the file (often a shipped one) the other keys came from; ``base``
+    names that config then (default ``source``)."""
+    lines, givers = [], []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             section = _section_model(err["loc"][:-1])
             allowed = ", ".join(_field_names(section)) if section else "?"
-            lines.append(f"unknown key {loc!r}; allowed here: {allowed}")
+            line = f"unknown key {loc!r}; allowed here: {allowed}"
         elif err["type"] == "missing":
-            lines.append(f"missing key {loc!r}")
+            line = f"missing key {loc!r}"
         else:
-            lines.append(f"{loc}: {err['input']!r} is not allowed: {err['msg']}")
+            line = f"{loc}: {err['input']!r} is not allowed: {err['msg']}"
+        giver = next((g for key, g in (set_by or {}).items() if loc == key or loc.startswith(key + ".")), None)
+        givers.append(giver)
+        lines.append(line if giver is None else f"{line} (set by {giver})")
+    if all(givers):
+        given = ", ".join(dict.fromkeys(g for g in givers if g))
+        lines = [line.rpartition(" (set by ")[0] for line in lines]
+        return f"invalid {given} (applied to {base or source}):\n  " + "\n  ".join(lines)
     return f"invalid config {source}:\n  " + "\n  ".join(lines)
+
+
+def _config_name(where: str) -> str:
+    """``the shipped config mpe/simple_spread`` for a shipped file's path, else ``where``."""
+    if where == "(dict)":
+        return "the config dict"
+    try:
+        name = Path(where).resolve().relative_to(shipped_configs_dir().resolve()).with_suffix("")
+    except (ValueError, OSError):  # not under configs/, or "(dict)"
+        return where
+    return f"the shipped config {name.as_posix()}"
 
 
 def _section_model(loc: tuple) -> type[BaseModel] | None:
@@ -200,6 +243,12 @@ def load_config(
             ``mpe/simple_spread``).
         overrides: dotted keys (``{"vec.num_envs": 32}``) applied before validation.
     """
+    return _load_config(source, overrides, {key: f"override {key}={value!r}" for key, value in (overrides or {}).items()})
+
+
+def _load_config(source: Union[str, os.PathLike, Mapping[str, Any], None], overrides: Mapping[str, Any] | None,
+                 set_by: Mapping[str, str]) -> Config:
+    """``load_config``; ``set_by``: how each override was given, for the errors."""
     if source is None:
         source = DEFAULT_CONFIG
     if isinstance(source, Mapping):
@@ -218,7 +267,7 @@ def load_config(
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, where)) from None
+        raise ConfigError(_format_errors(exc, where, set_by, _config_name(where))) from None
 
 
 def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
@@ -265,12 +314,14 @@ def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None
 
     >>> venv = make("gym/cartpole", num_envs=4, autoreset="next_step")  # doctest: +SKIP
     """
+    overrides = {f"vec.{k}": v for k, v in vec_overrides.items()}
+    set_by = {f"vec.{k}": f"make({k}={v!r})" for k, v in vec_overrides.items()}
     if isinstance(source, Config):
         cfg = source
         if vec_overrides:
-            cfg = load_config(cfg.model_dump(by_alias=True), {f"vec.{k}": v for k, v in vec_overrides.items()})
+            cfg = _load_config(cfg.model_dump(by_alias=True), overrides, set_by)
     else:
-        cfg = load_config(source, {f"vec.{k}": v for k, v in vec_overrides.items()})
+        cfg = _load_config(source, overrides, set_by)
     return make_from_config(cfg)
 
 

@@ -71,6 +71,14 @@ class Progress:
             self._bar.total = total
             self._bar.refresh()
 
+    def finish(self) -> None:
+        """End a run whose total was an estimate (one that ends by the clock): what was done
+        becomes the total, so the last line says 100% (plain lines: printed unless it was)."""
+        self.set_total(self.done)
+        if self._plain and self._next_mark <= PLAIN_LINES:
+            self._next_mark = PLAIN_LINES + 1
+            self._line(time.perf_counter())
+
     def set_postfix(self, **stats: Any) -> None:
         """Figures shown after the count (tqdm's postfix; the end of each plain line)."""
         self.postfix = stats

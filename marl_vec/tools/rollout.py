@@ -76,14 +76,22 @@ class RolloutSummary:
     def steps_per_second(self) -> float:
         return self.env_steps / self.seconds if self.seconds > 0 else float("nan")
 
+    @property
+    def width(self) -> int:
+        """The label column: 17 characters, wider when a statistic's label (``mean won_player_0``)
+        would reach its values; two spaces before the values then."""
+        longest = max((len(f"mean {key}") for key in self.statistics if key != "episodes"), default=0)
+        return max(17, longest + 2)
+
     def lines(self) -> list[str]:
+        w = self.width
         out = [
-            f"env-steps/s      {self.steps_per_second:,.0f}  ({self.env_steps} env-steps in {self.seconds:.2f} s)",
-            f"episodes         {self.episodes}",
+            f"{'env-steps/s':<{w}}{self.steps_per_second:,.0f}  ({self.env_steps} env-steps in {self.seconds:.2f} s)",
+            f"{'episodes':<{w}}{self.episodes}",
         ]
         for key, value in self.statistics.items():
             if key != "episodes":
-                out.append(f"mean {key:<11} {value:.4g}  (last {min(self.episodes, 100)} episodes)")
+                out.append(f"{'mean ' + key:<{w}}{value:.4g}  (last {min(self.episodes, 100)} episodes)")
         return out
 
 

@@ -181,11 +181,14 @@ class TuneResult:
                 out[key] = value
         return out
 
-    def lines(self) -> list[str]:
-        """The report: header, table, the fastest, its vec section."""
+    def lines(self, header: bool = True) -> list[str]:
+        """The report: header, table, the fastest, its vec section and how to use it.
+
+        ``header=False`` when ``tune`` printed its own line before measuring (one header per run).
+        """
         rounds = f" x {self.rounds} rounds, interleaved" if self.rounds > 1 else ""
-        out = [f"marl-vec tune: {self.title}, {self.num_envs} envs, {self.seconds:g} s per choice{rounds}",
-               f"machine          {self.cores} usable cores (of {os.cpu_count()}), load average "
+        out = [f"marl-vec tune: {self.title}, {self.num_envs} envs, {self.seconds:g} s per choice{rounds}"][:header]
+        out += [f"machine          {self.cores} usable cores (of {os.cpu_count()}), load average "
                f"{self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f} (1, 5, 15 min) before the runs, {self.when}"]
         if self.cached:
             out.append(f"cached result    {self.cache_file} (--force measures again)")
@@ -219,7 +222,19 @@ class TuneResult:
                 out.append(f"env.kwargs.engine: {self.choice['engine']}")
         if self.written:
             out.append(self.written)
+        elif best is not None and not self.interrupted:
+            out += self._how_to_use()
         return out
+
+    def _how_to_use(self) -> list[str]:
+        """What to do with the result: ``backend: auto`` takes it, ``--write`` sets it in a file."""
+        named = self.vec.get("backend")
+        if named in (None, "auto"):
+            auto = "backend: auto (the default) now takes this choice for this config on this machine"
+        else:
+            auto = f"this config names backend: {named}; set backend: auto to take this choice on this machine"
+        return [f"to use it        {auto};",
+                "                 or run again with --write to set it in your YAML file, or paste the vec section"]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -348,6 +363,7 @@ def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = 
                         shown = row.seconds
                         bar.set_total(max(row.env_steps, int(row.env_steps * seconds / row.seconds)))
                     bar.update(num_envs)
+                bar.finish()  # the clock ended the run: what it did is the total (100%)
         except KeyboardInterrupt:
             row.interrupted = True
             raise KeyboardInterrupt(row) from None
@@ -451,8 +467,8 @@ def tune(
         tune_cache.save(data, result.to_json())
     if write:
         result.written = write_back(config, result.choice, overrides)
-    if not quiet:
-        print(result, flush=True)
+    if not quiet:  # a fresh run printed its header before measuring
+        print("\n".join(result.lines(header=result.cached)), flush=True)
     return result
 
 
@@ -479,7 +495,7 @@ def _measure_all(cfg: Config, seconds: float, rounds: int, progress: bool, quiet
         if row.candidate.backend == "ray":
             row.skipped = missing
     if not quiet:
-        times = f" x {rounds} rounds" if rounds > 1 else ""
+        times = f" x {rounds} rounds, interleaved" if rounds > 1 else ""
         print(f"marl-vec tune: measuring {len(todo)} choices for {result.title}, {result.num_envs} envs, "
               f"{seconds:g} s each{times}", flush=True)
     for round_ in range(rounds):
@@ -496,7 +512,7 @@ def _measure_all(cfg: Config, seconds: float, rounds: int, progress: bool, quiet
                 result.rows = [r for r in result.rows if r.env_steps or r.skipped]  # what was measured
                 result.interrupted = True
                 if not quiet:
-                    print(result, flush=True)
+                    print("\n".join(result.lines(header=False)), flush=True)
                 raise TuneInterrupted(result) from None
             except (SetupError, ValueError, WorkerError) as exc:
                 # an engine that cannot run here (not installed, refuses the options) is skipped with

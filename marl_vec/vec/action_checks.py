@@ -189,10 +189,35 @@ class LeafCheck:
 def _check_kind(actions: np.ndarray, kinds: str, must_be: str) -> None:
     """Refuse actions whose dtype kind is not one of ``kinds``; ``must_be`` says what they must be.
 
-    >>> _check_kind(np.zeros(2), "iu", "discrete actions must be integers")
+    >>> _check_kind(np.zeros(2, bool), "iu", "discrete actions must be integers")
     Traceback (most recent call last):
     ...
-    ValueError: discrete actions must be integers, got dtype float64
+    ValueError: discrete actions must be integers, got dtype bool; pass actions.astype(np.int64) (False -> 0, True -> 1)
     """
     if actions.dtype.kind not in kinds:
-        raise ValueError(f"{must_be}, got dtype {actions.dtype}")
+        raise ValueError(f"{must_be}, got dtype {actions.dtype}{_cast_hint(actions.dtype, kinds)}")
+
+
+def refuse_non_integers(actions: np.ndarray, action: LeafAction) -> None:
+    """Refuse float, bool (or other) actions of a Discrete or MultiDiscrete leaf, naming the cast.
+
+    Floats are refused rather than rounded or truncated, even whole ones: a copy into the
+    integer buffer would silently turn 1.7 into 1, and checking each value for being whole
+    would cost an allocation per step. Only the dtype is read, so this runs with
+    ``validate=False`` too.
+    """
+    if actions.dtype.kind not in "iu":
+        kind = "MultiDiscrete" if isinstance(action, MultiDiscreteAction) else "discrete"
+        _check_kind(actions, "iu", f"{kind} actions must be integers")
+
+
+def _cast_hint(dtype: np.dtype, kinds: str) -> str:
+    """The fix for integer leaves given floats or bools: ``actions.astype(np.int64)``."""
+    if kinds != "iu":
+        return ""
+    if dtype.kind == "f":
+        return ("; if they are whole numbers, pass actions.astype(np.int64) "
+                "(floats are refused, not rounded, so that 1.7 never becomes 1)")
+    if dtype.kind == "b":
+        return "; pass actions.astype(np.int64) (False -> 0, True -> 1)"
+    return ""

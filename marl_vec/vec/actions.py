@@ -23,8 +23,8 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import BatchBuffers
-from marl_vec.core.spec import DiscreteAction, EnvSpec, ObjectAction, TreeAction
-from marl_vec.vec.action_checks import LeafCheck, leaf_label
+from marl_vec.core.spec import DiscreteAction, EnvSpec, MultiDiscreteAction, ObjectAction, TreeAction
+from marl_vec.vec.action_checks import LeafCheck, leaf_label, refuse_non_integers
 from marl_vec.vec.turns import TurnActions
 
 
@@ -58,6 +58,7 @@ class ActionWriter:
         # Turn-based games with Discrete moves: only the movers' actions are read (NaN elsewhere is fine).
         self._turns = TurnActions(spec) if spec.turn_based and isinstance(action, DiscreteAction) else None
         self._objects_in = isinstance(action, ObjectAction)  # actions are values, kept in an object array
+        self._integers_in = isinstance(action, (DiscreteAction, MultiDiscreteAction))  # no floats, even unvalidated
         # (path, check) of the action kind (for Discrete: what explains a failed fast
         # check), or of each leaf of Dict/Tuple actions (see action_checks.py).
         self._leaf_checks: list[tuple[spaces.Path, LeafCheck]] = (
@@ -79,6 +80,8 @@ class ActionWriter:
             self._validate(actions)
         elif actions.shape != buf.shape:
             raise ValueError(f"actions must have shape {buf.shape}, got {actions.shape}")
+        elif self._integers_in and actions.dtype.kind not in "iu":  # the copy below would truncate floats
+            refuse_non_integers(actions, self._action)
         buf[...] = actions  # casts like np.copyto(casting="unsafe"), for less call overhead
 
     def _validate(self, actions: np.ndarray) -> None:
@@ -86,7 +89,7 @@ class ActionWriter:
             raise self._shape_error(actions, self._actions_shape, self._leaf_checks[0][1])
         if self._discrete:
             if actions.dtype.kind not in "iu":
-                raise ValueError(f"discrete actions must be integers, got dtype {actions.dtype}")
+                refuse_non_integers(actions, self._action)
             if self._all_available(actions):
                 return
         # Raises for the first live agent whose action is wrong; quiet when only dead
@@ -114,6 +117,8 @@ class ActionWriter:
                 raise self._shape_error(value, buf.shape, check)
             if self.validate:
                 check(value, mask)
+            elif isinstance(check.action, (DiscreteAction, MultiDiscreteAction)):
+                refuse_non_integers(value, check.action)
         for buf, (path, _) in zip(arrays, self._leaf_checks):  # written only once all are valid
             value = actions
             for key in path:
@@ -159,6 +164,8 @@ class ActionWriter:
                 raise self._shape_error(value, shape, check, "send() ")
             if self.validate:
                 check(value, mask, avail, env_ids)
+            elif isinstance(check.action, (DiscreteAction, MultiDiscreteAction)):
+                refuse_non_integers(value, check.action)
             checked.append((leaf, value))
         for leaf, value in checked:
             leaf[env_ids] = value

@@ -90,6 +90,18 @@ def test_bad_actions_name_the_env_and_send_nothing():
         assert venv.get_attr("t") == [1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("validate", [True, False])
+def test_send_refuses_float_actions_naming_the_cast(validate):
+    with SubprocVecEnv(FNS, num_workers=2, batch_size=2, validate=validate) as venv:
+        venv.reset()
+        r = venv.recv()
+        with pytest.raises(ValueError, match=r"discrete actions must be integers, got dtype float64; if they are "
+                                             r"whole numbers, pass actions\.astype\(np\.int64\)"):
+            venv.send(np.full((2, 3), 1.7), r.env_ids)
+        venv.send(np.ones((2, 3), dtype=np.int64), r.env_ids)
+        assert venv.get_attr("t") == [1, 1, 0, 0]
+
+
 def test_recv_without_enough_envs_raises_instead_of_waiting():
     with SubprocVecEnv(FNS, num_workers=2, batch_size=3) as venv:
         venv.reset()

@@ -9,6 +9,7 @@ has no masks (every action available).
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -135,3 +136,55 @@ def test_non_integer_actions_are_refused_with_the_dtype():
                            ([[1, 1, 1], [1, 1, "1"]], "<U21")):
             with pytest.raises(ValueError, match=f"discrete actions must be integers, got dtype {dtype}"):
                 venv.step(bad)
+
+
+FLOAT_FIX = (r"discrete actions must be integers, got dtype float64; if they are whole numbers, pass "
+             r"actions\.astype\(np\.int64\) \(floats are refused, not rounded, so that 1\.7 never becomes 1\)$")
+BOOL_FIX = r"discrete actions must be integers, got dtype bool; pass actions\.astype\(np\.int64\) \(False -> 0, True -> 1\)$"
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_float_and_bool_actions_are_refused_naming_the_fix(validate):
+    """Whole-number floats (np.zeros((E, A))) and bools are refused on a simultaneous env, with
+    or without validation, naming the cast; 1.7 is never silently written as 1."""
+    with mv.DummyVecEnv([DyingAgentEnv] * 2, env_seed=0, validate=validate) as venv:
+        venv.reset()
+        for bad, match in ((np.ones((2, 3)), FLOAT_FIX), (np.full((2, 3), 1.7), FLOAT_FIX),
+                           (np.ones((2, 3), bool), BOOL_FIX)):
+            with pytest.raises(ValueError, match=match):
+                venv.step(bad)
+        r = venv.step(np.ones((2, 3)).astype(np.int64))  # the fix named works, and nothing was written before
+        assert r.reward[:, 0].tolist() == pytest.approx([1.01, 1.01])  # step 1: no refused step reached it
+
+
+class _SpaceActions(gym.Env):
+    """A gymnasium env with the given action space; the reward is the action's sum."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,))
+
+    def __init__(self, action_space: gym.Space):
+        self.action_space = action_space
+
+    def reset(self, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        flat = [np.sum(a) for a in (action.values() if isinstance(action, dict) else [action])]
+        return np.zeros(1, np.float32), float(sum(flat)), False, False, {}
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_multidiscrete_and_tree_float_actions_are_refused_naming_the_fix(validate):
+    multi = gym.spaces.MultiDiscrete([3, 4])
+    with mv.DummyVecEnv([lambda: _SpaceActions(multi)] * 2, validate=validate) as venv:
+        venv.reset()
+        with pytest.raises(ValueError, match=FLOAT_FIX.replace("discrete", "MultiDiscrete", 1)):
+            venv.step(np.full((2, 1, 2), 1.7))
+        assert venv.step(np.ones((2, 1, 2), np.int64)).reward[:, 0].tolist() == [2.0, 2.0]
+    tree = gym.spaces.Dict({"move": gym.spaces.Discrete(3)})
+    with mv.DummyVecEnv([lambda: _SpaceActions(tree)] * 2, validate=validate) as venv:
+        venv.reset()
+        with pytest.raises(ValueError, match=BOOL_FIX):
+            venv.step({"move": np.ones((2, 1), bool)})
+        assert venv.step({"move": np.full((2, 1), 2)}).reward[:, 0].tolist() == [2.0, 2.0]

@@ -187,3 +187,14 @@ def test_bench_ray_row_names_its_actors():
     assert out.returncode == 0, out.stderr
     assert re.search(r"^  dummy +[\d,]+ env-steps/s +1\.00x dummy +this process$", out.stdout, re.M), out.stdout
     assert re.search(r"^  ray +[\d,]+ env-steps/s +[\d.]+x dummy +2 Ray actors$", out.stdout, re.M), out.stdout
+
+
+def test_run_summary_values_start_in_one_column_even_after_long_labels(capsys):
+    """connect_four's summary has ``mean won_player_0``, longer than the usual 17-character label column."""
+    assert main(["run", "classic/connect_four", "--no-progress", "-o", "run.steps=60", "-o", "vec.num_envs=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]  # below the header
+    labels = ["env-steps/s", "episodes", "mean return", "mean length", "mean draw", "mean won_player_0",
+              "mean won_player_1"]
+    assert [line[:len(label)] for line, label in zip(lines, labels)] == labels and len(lines) == len(labels)
+    column = len("mean won_player_0") + 2
+    assert all(line[column - 2:column] == "  " and line[column] != " " for line in lines), lines

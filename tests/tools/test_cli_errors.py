@@ -158,3 +158,20 @@ def test_setup_error_is_public():
     import marl_vec as mv
 
     assert mv.SetupError is SetupError and issubclass(mv.ConfigError, mv.SetupError)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("override", ["env.id=mpe2.simple_sprd_v3", "env.kwargs.NN=4"])
+def test_run_prints_no_header_before_failing_on_a_bad_env(backend, override, capsys):
+    """The ``marl-vec run: ...`` line announces a run that starts, not one that fails at once."""
+    assert main(["run", "--no-progress", "-o", override, "-o", f"vec.backend={backend}"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("marl-vec: "), (out, err)
+
+
+def test_a_bad_override_names_itself_not_the_shipped_file(capsys):
+    assert main(["run", "--no-progress", "-o", "vec.num_envs=0"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "marl-vec: invalid override vec.num_envs=0 (applied to the shipped config mpe/simple_spread):",
+        "  vec.num_envs: 0 is not allowed: Input should be greater than or equal to 1",
+    ]

@@ -83,6 +83,52 @@ def test_repo_relative_paths_name_the_shipped_config_from_any_directory(tmp_path
     (tmp_path / "configs" / "gym").mkdir(parents=True)
     (tmp_path / "configs" / "gym" / "cartpole.yaml").write_text("env: {family: gym, id: Pendulum-v1}\n")
     assert load_config("configs/gym/cartpole.yaml").env.id == "Pendulum-v1"
-    with pytest.raises(ConfigError, match=r"no config file 'configs/mpe/no_such\.yaml'; give a YAML path or one of "
-                                          r"the shipped configs: .*mpe/simple_spread"):
+    with pytest.raises(ConfigError, match=r"^no config file 'configs/mpe/no_such\.yaml'; give a YAML path or one of "
+                                          r"the shipped configs of mpe: mpe/simple_adversary, mpe/simple_spread, "
+                                          r"mpe/simple_tag$"):
         resolve_config_path("configs/mpe/no_such.yaml")
+
+
+def test_a_bad_value_names_the_override_or_argument_that_set_it_not_the_shipped_file():
+    rest = r" \(applied to the shipped config mpe/simple_spread\):\n  vec.num_envs: 0 is not allowed: "
+    with pytest.raises(ConfigError, match=r"^invalid make\(num_envs=0\)" + rest):
+        mv.make("mpe/simple_spread", num_envs=0)
+    with pytest.raises(ConfigError, match=r"^invalid override vec.num_envs=0" + rest):
+        load_config("mpe/simple_spread", {"vec.num_envs": 0})
+    with pytest.raises(ConfigError, match=r"^invalid override vec.num_env=3 \(applied to the config dict\):\n"
+                                          r"  unknown key 'vec.num_env'; allowed here: num_envs, "):
+        load_config({"env": {"family": "gym", "id": "CartPole-v1"}}, {"vec.num_env": 3})
+
+
+def test_errors_in_the_file_and_in_an_override_name_each_source(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("env: {family: gym, id: CartPole-v1}\nvec: {num_envs: -1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"vec.backend": "threads"})
+    assert str(info.value).splitlines() == [
+        f"invalid config {path}:",
+        "  vec.num_envs: -1 is not allowed: Input should be greater than or equal to 1",
+        "  vec.backend: 'threads' is not allowed: Input should be 'dummy', 'subproc', 'ray' or 'auto' "
+        "(set by override vec.backend='threads')",
+    ]
+
+
+@pytest.mark.parametrize("typo, close", [
+    ("mpe/simple_sprad", "mpe/simple_spread, jax_mpe/simple_spread, mpe/simple_tag"),
+    ("simple_spread", "mpe/simple_spread, jax_mpe/simple_spread"),
+    ("gym/cartpol.yaml", "gym/cartpole"),
+])
+def test_a_typo_in_a_config_name_gives_close_matches_not_every_name(typo, close):
+    every = len(shipped_configs())
+    with pytest.raises(ConfigError, match=rf"^no config file '{typo}'; close matches: {close}; give a YAML path or "
+                                          rf"a shipped config name \(`marl-vec list` shows all {every}\)$"):
+        load_config(typo)
+
+
+def test_a_name_with_no_close_match_lists_the_families():
+    families = sorted({name.partition("/")[0] for name in shipped_configs()})
+    with pytest.raises(ConfigError) as info:
+        load_config("no/such_config")
+    assert str(info.value) == (
+        "no config file 'no/such_config'; give a YAML path or one of the shipped configs: FAMILY/NAME, FAMILY "
+        f"one of {', '.join(families)} (`marl-vec list` shows all {len(shipped_configs())})")

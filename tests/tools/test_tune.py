@@ -205,7 +205,7 @@ def test_rounds_measure_every_choice_in_turns_and_show_the_spread(monkeypatch, c
     assert [r.rounds for r in result.rows] == [[100.0, 150.0], [200.0, 250.0], [300.0, 350.0], [50.0, 60.0]]
     assert [r.rate for r in result.rows] == [125.0, 225.0, 325.0, 55.0] and result.rounds == 2
     out = capsys.readouterr().out
-    assert "0.2 s each x 2 rounds" in out and "0.2 s per choice x 2 rounds, interleaved" in out
+    assert out.count("marl-vec tune:") == 1 and "0.2 s each x 2 rounds, interleaved\n" in out  # one header
     assert "rounds: min-max env-steps/s" in out and "   300-350" in out
     with pytest.raises(mv.ConfigError, match=r"rounds must be an integer >= 1 .*; got 0"):
         tune(CARTPOLE, rounds=0, quiet=True)
