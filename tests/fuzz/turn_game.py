@@ -10,6 +10,11 @@ not acting). The game ends when its length is reached (the players left are trun
 or when one player is left (terminated). One move per turn is illegal (its action
 mask says so; the game raises ``ValueError`` if it is played anyway).
 
+``protect`` names a player that moves at least once in every game: before its first
+move no knock-out hits it or leaves fewer than two players, and the game outlasts its
+length. The opponent-seat fuzzer (tests/fuzz/seat_machine.py) protects the learner's
+seat: a game the learner never moves in has no learner step to report.
+
 Observations are ``{"observation": (turn, player, own sum of moves, salt), "action_mask"}``
 as PettingZoo's classic games give them: whole numbers and eighths, so that sums are
 exact in float32, and the mover's legal moves (no legal move for the others). Moves
@@ -39,8 +44,9 @@ MAX_TURNS = 8
 class FuzzGame(AECEnv):
     metadata = {"name": "fuzz_game_v0", "is_parallelizable": False}
 
-    def __init__(self, knockouts: bool = True):
+    def __init__(self, knockouts: bool = True, protect: str | None = None):
         super().__init__()
+        self.protect = protect  # a player that moves at least once in every game (see the module doc)
         self.possible_agents = list(PLAYERS)
         self.knockouts = knockouts
         self.np_random = np.random.default_rng()
@@ -94,6 +100,7 @@ class FuzzGame(AECEnv):
         self.truncations = {a: False for a in self.agents}
         self.infos = {a: {} for a in self.agents}
         self.agent_selection = PLAYERS[first]
+        self.moved = {a: False for a in PLAYERS}
 
     def _next_live(self, after: str) -> str:
         k = PLAYERS.index(after)
@@ -116,15 +123,18 @@ class FuzzGame(AECEnv):
         self.sums[k] += move
         for a in self.agents:
             self.rewards[a] = move + 0.5 if a == agent else -(move + 1) / 4
-        out = int(self.knock[self.t])
+        out = int(self.knock[min(self.t, self.length - 1)])
         self.t += 1
-        if out >= 0 and PLAYERS[out] in self.agents:
+        self.moved[agent] = True
+        waiting = self.protect is not None and not self.moved[self.protect]  # the game goes on until it moved
+        if out >= 0 and PLAYERS[out] in self.agents and not (waiting and (
+                PLAYERS[out] == self.protect or sum(not self.terminations[a] for a in self.agents) <= 2)):
             self.terminations[PLAYERS[out]] = True
         left = [a for a in self.agents if not self.terminations[a]]
         if len(left) <= 1:
             for a in left:
                 self.terminations[a] = True
-        elif self.t >= self.length:
+        elif self.t >= self.length and not waiting:
             for a in left:
                 self.truncations[a] = True
         self.agent_selection = self._next_live(agent)
@@ -141,3 +151,7 @@ class FuzzGame(AECEnv):
 
 def game() -> FuzzGame:
     return FuzzGame()
+
+
+def seat_game(seat: str) -> FuzzGame:
+    return FuzzGame(protect=seat)
