@@ -212,3 +212,18 @@ def test_seat_reset_with_a_boolean_mask_resets_the_envs_it_names():
     for i, o in enumerate(oracles):
         np.testing.assert_array_equal(r.obs[i, 0], o.row.obs, err_msg=f"env {i}")
     seat.close()
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN["auto-step-in-main-pool"])
+def test_backend_auto_after_a_one_worker_plus_main_tune_serves_the_pool():
+    from marl_vec.tools import tune_cache
+    from marl_vec.tools.config import load_config
+    from tests.fuzz.auto_backend import CHOICES, config, layout
+
+    data = config(3, 0)
+    tune_cache.save(load_config(data).model_dump(by_alias=True), {"choice": CHOICES["main"], "when": "a test"})
+    with mv.make(data) as venv:
+        assert layout(venv) == CHOICES["main"]
+        venv.reset()
+        r = venv.recv()  # docs/tuning.md: a tune changes only processes, memory and speed
+        assert r.env_ids.tolist() == [0, 1, 2]

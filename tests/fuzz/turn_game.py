@@ -153,5 +153,8 @@ def game() -> FuzzGame:
     return FuzzGame()
 
 
+env = game  # the PettingZoo family's constructor name: a config's env id "tests.fuzz.turn_game.env"
+
+
 def seat_game(seat: str) -> FuzzGame:
     return FuzzGame(protect=seat)

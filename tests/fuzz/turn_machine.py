@@ -121,11 +121,12 @@ class TurnMachine(RuleBasedStateMachine):
     @initialize(data=st.data())
     @tracked
     def start(self, data: st.DataObject) -> None:
-        cfg = self.cfg = data.draw(st.sampled_from(TURN_CONFIGS[self.backend]), label="config")
+        configs = TURN_CONFIGS.get(self.backend, [TurnConfig(3), TurnConfig(4)])  # auto-*: backend auto's choices
+        cfg = self.cfg = data.draw(st.sampled_from(configs), label="config")
         self.venv = self.cache.get(cfg)
         self.n = cfg.num_envs
         self.oracles = [GameOracle(game, i, cfg.env_seed) for i in range(self.n)]
-        self.pool = self.backend in POOL
+        self.pool = self.backend in POOL or getattr(self.cache, "serves_pool", False)
         self.owed: set[int] = set()  # received from recv(), not sent since
         self.ready: list[int] = []  # ready for recv(), in env order (none in flight)
         self.flying: set[int] = set()
