@@ -14,7 +14,7 @@ Example:
     >>> import functools
     >>> from tests.fuzz.turn_game import seat_game
     >>> o = SeatOracle(functools.partial(seat_game, "p0"), 0, 3, "p0", Opponent())
-    >>> o.reset(None); o.row.avail.sum()
+    >>> o.reset(None); int(o.row.avail.sum())
     3
 """
 
