@@ -6,7 +6,7 @@ from hypothesis import settings
 
 pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed: pip install 'marl_vec[sb3]'")
 
-from tests.fuzz.seat_machine import SeatCache, seat_test  # noqa: E402
+from tests.fuzz.seat_machine import SeatCache, seat_test
 
 CACHES = {name: SeatCache(name) for name in ("dummy", "subproc")}
 

@@ -84,7 +84,7 @@ def _eq(got: Any, want: Any, what: str) -> None:
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=what)
 
 
-def check_turn_row(r: Any, k: int, row: TurnRow, what: str, reset: bool = False) -> None:
+def check_turn_row(r: Any, k: int, row: TurnRow, what: str) -> None:
     """Row ``k`` of result ``r`` is the oracle's ``row``: every field bit for bit."""
     _eq(r.obs[k], row.obs, f"{what}: obs")
     _eq(r.avail_actions[k], row.avail, f"{what}: avail_actions")
@@ -143,12 +143,12 @@ class TurnMachine(RuleBasedStateMachine):
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _check(self, r: Any, envs: list[int], what: str, reset: bool = False) -> None:
+    def _check(self, r: Any, envs: list[int], what: str) -> None:
         for k, i in enumerate(envs):
             row = self.oracles[i].row
             self.history[i].append(f"{what} -> done={row.done} summary={bool(row.info)} t={self.oracles[i].env.t}")
             try:
-                check_turn_row(r, k, row, f"{what}: env {i} (row {k})", reset)
+                check_turn_row(r, k, row, f"{what}: env {i} (row {k})")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\nenv {i}'s calls so far: " + "; ".join(self.history[i][-8:])) from None
             self.oracles[i].delivered()
@@ -172,7 +172,7 @@ class TurnMachine(RuleBasedStateMachine):
         for i in targets:
             self.oracles[i].reset(seed)
         self._restart_pool()
-        self._check(result, list(range(self.n)), f"reset(seed={seed}, env_ids={env_ids!r})", reset=True)
+        self._check(result, list(range(self.n)), f"reset(seed={seed}, env_ids={env_ids!r})")
 
     def _moves(self, data: st.DataObject, envs: list[int]) -> np.ndarray:
         """One row per env: the mover's legal move (or WAIT), the others' entries ignored (random or NaN)."""
