@@ -1,6 +1,7 @@
 """The stateful fuzzer (tests/fuzz/machine.py) on RayVecEnv, both transports: actors
 linked to the driver's shared memory ("ray-auto") and actors answering Ray calls
-("ray-ray", whose pool steps whole blocks). One local cluster for the module."""
+("ray-ray", whose pool steps whole blocks), and the turn-based machine on both. One local
+cluster for the module."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.helpers.backends import start_ray_cluster
 from tests.fuzz.envs import AGENTS, box_env
 from tests.fuzz.harness import VenvCache, arm
 from tests.fuzz.machine import fuzz_test
+from tests.fuzz.turn_machine import TurnCache, turn_test
 
 pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
 
@@ -26,7 +28,7 @@ def _cluster(tmp_path_factory):
     next(cluster)
     yield
     try:
-        for cache in CACHES.values():
+        for cache in [*CACHES.values(), *TURN_CACHES.values()]:
             cache.close_all()
     finally:
         next(cluster, None)
@@ -59,3 +61,10 @@ def test_ray_whole_block_pool_error_takes_out_only_the_failed_env():
             seen += r.env_ids.tolist()
             venv.send(_zeros(2), r.env_ids)
         assert 0 in seen, f"env 0 left the pool with env 1: recv() returned only {seen}"
+
+
+# The turn-based machine (tests/fuzz/turn_machine.py) on both transports, in this module's cluster.
+TURN_CACHES = {"ray-auto": TurnCache("ray-auto"), "ray-ray": TurnCache("ray-ray")}
+TURN_EXAMPLES = max(1, settings.default.max_examples // 16)
+TestTurnsRayLinked = turn_test("ray-auto", TURN_CACHES["ray-auto"], TURN_EXAMPLES)
+TestTurnsRayCalls = turn_test("ray-ray", TURN_CACHES["ray-ray"], TURN_EXAMPLES)

@@ -5,7 +5,8 @@ of the envs stepped before it, a whole-block Ray pool error that took its block 
 pool, a recv() that read two envs' errors and dropped the second).
 
 The machine generates these sequences too; a test here pins each one down, so that it runs
-on every build whatever Hypothesis draws. docs/fuzzing.md says how to hold back a check
+on every build whatever Hypothesis draws. At the end, the open bugs the fuzzer holds back
+(tests/fuzz/known_bugs.py), each as a strict xfail. docs/fuzzing.md says how to hold back a check
 while a newly found bug is open.
 """
 
@@ -19,6 +20,7 @@ import marl_vec as mv
 from marl_vec.core.errors import PoolNotReadyError, WorkerError
 from tests.fuzz.envs import AGENTS, box_env
 from tests.fuzz.harness import arm
+from tests.fuzz.known_bugs import OPEN
 
 A = len(AGENTS)
 
@@ -145,3 +147,83 @@ def test_each_pool_error_is_raised():
                 venv.recv()
             named.append(err.value.env_index)
         assert sorted(named) == [0, 1]
+
+
+# -- open bugs the fuzzer meets (tests/fuzz/known_bugs.py): strict xfails, each passes once its fix lands --
+
+def _seat(num_envs: int, seed: int):
+    import functools
+
+    from marl_vec.compat.opponent import OpponentSeat
+    from tests.fuzz.seat_oracle import Opponent, SeatOracle
+    from tests.fuzz.turn_game import seat_game
+
+    fn = functools.partial(seat_game, "p1")
+    seat = OpponentSeat(mv.DummyVecEnv([fn] * num_envs, env_seed=seed), Opponent(), seat="p1")
+    return seat, [SeatOracle(fn, i, seed, "p1", Opponent()) for i in range(num_envs)]
+
+
+def _opponent_opens(env: int = 0) -> int:
+    """A seed whose env ``env``'s game the opponent opens (so that the learner, p1, has opening
+    rewards carried, and a reset of the env must play the opponent's moves)."""
+    from tests.fuzz.turn_game import seat_game
+
+    for seed in range(100):
+        g = seat_game("p1")
+        g.reset(seed=seed + env)
+        if g.agent_selection != "p1":
+            return seed
+    raise AssertionError("no such seed")
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN["seat-refused-step"])
+def test_a_refused_seat_step_changes_nothing():
+    seat, (oracle,) = _seat(1, _opponent_opens())
+    r = seat.reset()
+    oracle.reset(None)
+    with pytest.raises(ValueError, match="illegal move .* for env 0"):
+        seat.step(np.array([int(np.flatnonzero(~oracle.row.avail)[0])]))
+    for _ in range(40):  # the game, played on with legal moves, as the plain loop plays it
+        move = int(np.flatnonzero(oracle.row.avail)[0])
+        r = seat.step(np.array([move]))
+        oracle.step(move)
+        assert float(r.reward[0, 0]) == oracle.row.reward, "the reward the refused step consumed"
+        if oracle.row.done:
+            summary = r.infos[0]["episode"]
+            assert (summary["return"], summary["length"]) == (oracle.row.summary["return"],
+                                                              oracle.row.summary["length"])
+            break
+    seat.close()
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN["seat-reset-mask"])
+def test_seat_reset_with_a_boolean_mask_resets_the_envs_it_names():
+    seat, oracles = _seat(3, 0)
+    seat.reset()
+    for o in oracles:
+        o.reset(None)
+    moves = np.array([int(np.flatnonzero(o.row.avail)[0]) for o in oracles])
+    seat.step(moves)
+    for o, m in zip(oracles, moves):
+        o.step(int(m))
+    seed = _opponent_opens(env=2)  # env 2's game (seeded seed + 2) opens with the opponent's moves
+    r = seat.reset(seed=seed, env_ids=np.array([False, False, True]))
+    oracles[2].reset(seed)
+    for i, o in enumerate(oracles):
+        np.testing.assert_array_equal(r.obs[i, 0], o.row.obs, err_msg=f"env {i}")
+    seat.close()
+
+
+@pytest.mark.xfail(strict=True, reason=OPEN["auto-step-in-main-pool"])
+def test_backend_auto_after_a_one_worker_plus_main_tune_serves_the_pool():
+    from marl_vec.tools import tune_cache
+    from marl_vec.tools.config import load_config
+    from tests.fuzz.auto_backend import CHOICES, config, layout
+
+    data = config(3, 0)
+    tune_cache.save(load_config(data).model_dump(by_alias=True), {"choice": CHOICES["main"], "when": "a test"})
+    with mv.make(data) as venv:
+        assert layout(venv) == CHOICES["main"]
+        venv.reset()
+        r = venv.recv()  # docs/tuning.md: a tune changes only processes, memory and speed
+        assert r.env_ids.tolist() == [0, 1, 2]
