@@ -12,12 +12,6 @@ from __future__ import annotations
 import os
 
 OPEN: dict[str, str] = {
-    # issue 40 bug 1: OpponentSeat.step adds the carried reward, clears it and counts the move before
-    # venv.step; a refused (illegal) learner move keeps those changes (reward lost, a move counted).
-    "seat-refused-step": "a refused OpponentSeat.step consumes the carried reward and counts a move (issue 40, bug 1)",
-    # issue 40 bug 2: OpponentSeat.reset converts env_ids with np.asarray(..., int64): a boolean mask
-    # [False, False, True] becomes [0, 0, 1], and the seat advances envs 0 and 1 instead of env 2.
-    "seat-reset-mask": "OpponentSeat.reset(env_ids=<bool mask>) advances the wrong envs (issue 40, bug 2)",
     # issue 40 bug 3: backend auto, once a tune stored "1 worker + main", builds SubprocVecEnv(step_in_main=True),
     # whose send()/recv() raise ValueError.
     "auto-step-in-main-pool": "backend auto's '1 worker + main' layout refuses send()/recv() (issue 40, bug 3)",

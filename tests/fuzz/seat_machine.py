@@ -24,7 +24,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from marl_vec.compat import GymVectorEnv, SB3VecEnv
 from marl_vec.compat.opponent import OpponentSeat
-from tests.fuzz.known_bugs import held_back
 from tests.fuzz.machine import ids_in, tracked
 from tests.fuzz.seat_oracle import Opponent, SeatOracle, SeatRow
 from tests.fuzz.turn_game import N_MOVES, seat_game
@@ -216,7 +215,7 @@ class SeatMachine(RuleBasedStateMachine):
                 return
             self._reset(seed, ids, ids_in("mask", ids, self.n))
             return
-        forms = ["list", "array"] + ([] if held_back("seat-reset-mask") else ["mask"])
+        forms = ["list", "array", "mask"]
         form = data.draw(st.sampled_from(forms), label="env ids form")
         self._reset(seed, ids, ids[0] if len(ids) == 1 and form == "list" else ids_in(form, ids, self.n))
 
@@ -241,7 +240,7 @@ class SeatMachine(RuleBasedStateMachine):
         event(f"seat: step ({'a game ended' if got[2].any() else 'no game ended'})")
         self._check_step(got, f"{self.cfg.face} step({moves.tolist()})")
 
-    @precondition(lambda self: not self.broken and (self.cfg.face == "gym" or not held_back("seat-refused-step")))
+    @precondition(lambda self: not self.broken)
     @rule(data=st.data())
     @tracked
     def illegal_step(self, data: st.DataObject) -> None:
