@@ -316,10 +316,17 @@ class OpponentSeat:
         finished_before = out.done.copy()
         reward = r.reward[:, seat].astype(np.float64)
         # A game that ended in this learner step: what comes after belongs to the next game.
-        self._carry[finished_before & stepped] += reward[finished_before & stepped]
+        carried = finished_before & stepped
+        self._carry[carried] += reward[carried]
         fresh = stepped & ~finished_before
         out.reward[fresh] += reward[fresh]
-        for i in np.flatnonzero(fresh & r.done):
+        # A game that ends before the learner's first move in it is not one of its episodes (it
+        # took no decision there): the seat plays past it, and its reward is not the learner's.
+        # Carried into the next game it would make that game's step rewards differ from its return.
+        self._carry[carried & r.done] = 0.0
+        skipped = fresh & r.done & (self._moves == 0)
+        out.reward[skipped] = 0.0
+        for i in np.flatnonzero(fresh & r.done & ~skipped):
             out.done[i] = True
             out.terminated[i] = r.terminated[i, seat]
             out.truncated[i] = r.truncated[i, seat]

@@ -212,3 +212,47 @@ def test_the_faces_reset_infos_are_the_resets():
     assert infos["agents"]["player_1"]["phase"].tolist() == ["reset", "reset"]
     assert "played" not in infos["agents"]["player_1"]
     envs.close()
+
+
+# -- games the opponent ends before the learner's first move in them -----------------
+
+
+def _seat_over_short_games(seed: int) -> OpponentSeat:
+    from tests.fuzz.turn_game import FuzzGame  # knockouts on: p0 may end a game before p1 moves
+
+    return OpponentSeat(mv.DummyVecEnv([FuzzGame], env_seed=seed), lowest, seat="p1")
+
+
+def _game_ends_before_p1_moves(seed: int) -> bool:
+    from tests.fuzz.turn_game import FuzzGame
+
+    game = FuzzGame()
+    game.reset(seed=seed)
+    for agent in game.agent_iter():
+        obs, _, term, trunc, _ = game.last()
+        if agent == "p1" and not (term or trunc):
+            return False
+        game.step(None if term or trunc else int(np.flatnonzero(obs["action_mask"])[0]))
+    return True
+
+
+@pytest.mark.parametrize("seed", [s for s in range(60) if _game_ends_before_p1_moves(s)][:3])
+def test_a_game_the_learner_never_moved_in_is_not_its_episode(seed):
+    """The seat plays past it: a reset is not done, and the learner's step rewards sum to the
+    return of the games it played (the skipped game's reward is neither carried nor lost into another)."""
+    seat = _seat_over_short_games(seed)
+    r = seat.reset()
+    assert not r.done[0] and r.reward[0, 0] == 0.0, "a reset that ends a game the learner never saw"
+    total, games = 0.0, 0
+    for _ in range(300):
+        r = seat.step(learner_moves(r))
+        total += float(r.reward[0, 0])
+        if r.done[0]:
+            summary = r.infos[0]["episode"]
+            assert summary["length"] >= 1
+            assert total == pytest.approx(summary["return"]), f"game {games}: step rewards against its return"
+            total, games = 0.0, games + 1
+            if games == 6:
+                break
+    assert games == 6
+    seat.close()
