@@ -17,7 +17,7 @@ from tests.helpers.backends import ray_cluster  # noqa: F401  (the module's Ray 
 from tests.helpers.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_trajectories, sync_trajectories
 from tests.helpers.scripted_envs import DyingAgentEnv
 
-backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+backend = backends.backend_fixture(backends.POOL_BACKENDS)
 ray_backend = backends.backend_fixture(("ray-ray",))  # actors answering Ray calls step whole blocks
 
 DELAYS = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: its envs finish out of turn

@@ -23,7 +23,7 @@ from tests.helpers.pool_driver import DelayedEnv, policy
 from tests.helpers.scripted_envs import DyingAgentEnv, FailingEnv, SlowRecordingEnv
 from tests.backends.test_subproc_cleanup import gone
 
-backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+backend = backends.backend_fixture(backends.POOL_BACKENDS)
 ONES = np.ones((2, 3), dtype=np.int64)
 
 
@@ -121,6 +121,10 @@ def test_hung_worker_times_out():
         venv.send(np.array([[1, 1, 1], [2, 2, 2], [2, 2, 2]]), r.env_ids)  # env 3 at t=0, envs 0, 1 at t=1
         with pytest.raises(WorkerError, match=r"worker\(s\) 1 did not answer 'step' within timeout=1.0 s"):
             venv.recv()
+        began = time.monotonic()  # the batch is broken: a step says so at once, it waits for no one
+        with pytest.raises(WorkerError, match=r"worker\(s\) 1 did not answer 'step' within timeout=1.0 s"):
+            venv.step(np.ones((4, 3), dtype=np.int64))
+        assert time.monotonic() - began < 0.5
 
 
 def _interrupt(*_):
@@ -244,7 +248,7 @@ def test_a_partial_reset_that_leaves_out_a_failed_env_keeps_it_out_of_the_pool()
         assert [int(venv.recv().env_ids[0]) for _ in range(4)] == [0, 1, 2, 3]
 
 
-two_errors_backend = backends.backend_fixture(("subproc", "ray-auto"))  # dummy: the same rule (dummy.py)
+two_errors_backend = backends.backend_fixture(("subproc", "subproc-main", "ray-auto"))  # dummy: the same rule (dummy.py)
 
 
 @pytest.mark.parametrize("num_workers", [1, 2])
