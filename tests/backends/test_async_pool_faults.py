@@ -153,6 +153,37 @@ def test_ctrl_c_in_recv_loses_no_result():
         assert venv.get_attr("seen") == [[1], [2], [0], [1]]  # each env stepped once, with its own action
 
 
+class _SlowAttrEnv(SlowRecordingEnv):
+    @property
+    def slow(self) -> int:
+        time.sleep(0.5)
+        return 1
+
+
+@pytest.mark.parametrize("step_in_main", [False, True])
+def test_answers_an_interrupted_call_owes_are_not_taken_for_pool_results(step_in_main):
+    # Ctrl-C during get_attr() leaves its answers owed; the pool's next send() must not read
+    # them as the envs' step results (it did: env 0's result came with get_attr's answer as its
+    # info and env 1 was handed out unstepped)
+    with SubprocVecEnv([functools.partial(_SlowAttrEnv, delay=0.0)] * 2, num_workers=1, step_in_main=step_in_main,
+                       batch_size=2) as venv:
+        venv.reset()
+        ids = venv.recv().env_ids
+        old = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                venv.get_attr("slow")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        venv.send(np.array([[1], [2]]), ids)
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [0, 1] and r.infos == [{}, {}]
+        assert {int(i): float(o) for i, o in zip(r.env_ids, r.obs[:, 0, 0])} == {0: 1.0, 1: 2.0}
+        assert venv.get_attr("seen") == [[1], [2]]
+
+
 def test_close_with_steps_in_flight_leaves_nothing():
     venv = SubprocVecEnv([lambda: DelayedEnv(0.5)] * 4, num_workers=2, batch_size=2)
     pids, shm = list(venv.worker_pids), venv.buffers.shm_name

@@ -47,6 +47,10 @@ class SubprocPool:
     _pool_pollers: dict[tuple[int, ...], Any]  # workers in flight -> (select.poll, fd -> worker)
     _pool_readable: set[int]  # workers whose pipe the last poll found readable
     _wait_events: Any  # SubprocTransport's: poll the workers' pipes and sentinels (spinning first)
+    _pending: list[bool]  # per worker: an answer to a synchronous command is owed
+    _waiting: bool  # VecEnv's: a step_async() not collected yet
+    _interrupted: bool  # VecEnv's: a step interrupted before it was collected
+    _drain: Any  # SubprocTransport's: read and drop the answers an interrupted call owes
     _pool_local: list[int]  # step_in_main: this process's envs sent and not stepped yet (local indices)
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
@@ -58,6 +62,10 @@ class SubprocPool:
     def _pool_check_usable(self) -> None:
         if self._broken is not None:
             raise self._broken
+        # What an interrupted call (not a step: that one the caller collects) still owes is
+        # read and dropped first, or its answers would be taken for the envs' step results.
+        if any(self._pending) and not (self._waiting or self._interrupted):
+            self._drain()
 
     def _pool_go(self, w: int, local_ids: list[int]) -> None:
         conn = self._conns[w]
