@@ -86,7 +86,7 @@ class VecConfig(_Strict):
     reward_dtype: Optional[Literal["float32", "float64"]] = None
     # Envs per recv() of the async pool (subproc and ray backends; None: num_envs, synchronous).
     batch_size: Optional[int] = Field(default=None, ge=1)
-    # subproc: this process steps the last block while the workers step theirs (no async pool).
+    # subproc: this process steps the last block while the workers step theirs (in the pool too).
     step_in_main: bool = False
     # subproc: microseconds a worker polls for the next command before it sleeps (0: off).
     spin_us: float = Field(default=0.0, ge=0, le=1e6)

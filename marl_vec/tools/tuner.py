@@ -308,7 +308,9 @@ def candidates(cfg: Config, cores: int, ray: bool = False) -> list[Candidate]:
             out.append(Candidate("dummy", None, engine))
         counts = worker_counts(cfg.vec.num_envs, cores)
         out += [Candidate("subproc", n, engine) for n in counts]
-        if cores >= 2 and cfg.vec.num_envs >= 2 and cfg.vec.batch_size is None:  # step_in_main: no async pool
+        # Not for an async-pool config: this process would step its block inside send(), and the
+        # pool is for a trainer that computes while the workers step, which step() does not measure.
+        if cores >= 2 and cfg.vec.num_envs >= 2 and cfg.vec.batch_size is None:
             workers = max(1, min(cores, cfg.vec.num_envs) - 1)
             out.append(Candidate("subproc", workers, engine, step_in_main=True, spin_us=MAIN_SPIN_US))
         if ray:
