@@ -37,9 +37,9 @@ def expected():
     return sync_trajectories([fn] * CONFIG["vec"]["num_envs"], STEPS)
 
 
-def _seed_cache(choice: dict) -> None:
-    """The cache as `marl-vec tune` leaves it after choosing ``choice`` for CONFIG here."""
-    tune_cache.save(load_config(CONFIG).model_dump(by_alias=True), {"choice": choice, "when": "test"})
+def _seed_cache(choice: dict, config: dict = CONFIG) -> None:
+    """The cache as `marl-vec tune` leaves it after choosing ``choice`` for ``config`` here."""
+    tune_cache.save(load_config(config).model_dump(by_alias=True), {"choice": choice, "when": "test"})
 
 
 @pytest.mark.parametrize("batch_size", [5, 2, 1])
@@ -53,6 +53,26 @@ def test_send_recv_follow_dummy_on_every_cached_choice(choice, batch_size, expec
         got, batches, _ = drive_pool(venv, STEPS, hold=True)
     assert_same(got, expected)
     assert all(len(b) == batch_size for b in batches)
+
+
+@pytest.mark.parametrize("choice", CHOICES, ids=tune_cache.describe_choice)
+def test_a_config_with_batch_size_follows_dummy_on_every_choice(choice, expected, capsys):
+    # The tuner offers neither dummy nor "workers + main" to a config with vec.batch_size, but a
+    # cache holding either (written by hand, or by another version) must not break it either.
+    config = {**CONFIG, "vec": {**CONFIG["vec"], "batch_size": 2}}
+    _seed_cache(choice, config)
+    with mv.make(config) as venv:
+        assert f"backend auto -> {tune_cache.describe_choice(choice)} (the fastest" in capsys.readouterr().err
+        assert venv.batch_size == 2
+        got, batches, _ = drive_pool(venv, STEPS, hold=True)
+    assert_same(got, expected)
+    assert all(len(b) == 2 for b in batches)
+
+
+def test_backend_dummy_takes_batch_size():
+    # DummyVecEnv's pool is synchronous (send() steps its envs at once): the same calls everywhere
+    with mv.make({**CONFIG, "vec": {**CONFIG["vec"], "backend": "dummy", "batch_size": 3}}) as venv:
+        assert isinstance(venv, mv.DummyVecEnv) and venv.batch_size == 3
 
 
 @pytest.mark.parametrize("choice", CHOICES, ids=tune_cache.describe_choice)
