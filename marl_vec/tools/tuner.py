@@ -304,7 +304,7 @@ def candidates(cfg: Config, cores: int, ray: bool = False) -> list[Candidate]:
         engines = list(FAMILIES[cfg.env.family].engines)
     out = []
     for engine in engines:
-        if cfg.vec.batch_size is None:  # the async pool (batch_size) is for process backends only
+        if cfg.vec.batch_size is None:  # an async-pool config wants workers: dummy's pool is synchronous
             out.append(Candidate("dummy", None, engine))
         counts = worker_counts(cfg.vec.num_envs, cores)
         out += [Candidate("subproc", n, engine) for n in counts]
