@@ -7,8 +7,8 @@ no third process contending for a core) than 2 workers.
 
 :class:`LocalHost` stands in for both the pipe and the process of a worker, so
 every command path of SubprocVecEnv (start, attach, step, reset, call, close,
-the async pool's steps) treats the block alike: ``send_bytes`` runs the command at once with the same
-code a worker runs (:func:`~marl_vec.vec.worker.handle`) and queues its answers;
+the async pool's steps) treats the block alike: ``send_bytes`` runs the command
+at once with the same code a worker runs (:func:`~marl_vec.vec.worker.handle`) and queues its answers;
 ``recv_bytes`` returns them; ``fileno`` is readable while an answer is queued, so
 ``multiprocessing.connection.wait`` sees the block as an answered worker. The
 block is sent its step last, after the workers have theirs.
