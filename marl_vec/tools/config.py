@@ -86,9 +86,9 @@ class VecConfig(_Strict):
     restart_on_error: int = Field(default=0, ge=0)
     # The reward array's dtype; None: the family's (float64 for gymnasium envs, else float32).
     reward_dtype: Optional[Literal["float32", "float64"]] = None
-    # Envs per recv() of the async pool (subproc and ray backends; None: num_envs, synchronous).
+    # Envs per recv() of the async pool (None: num_envs; dummy's pool is synchronous).
     batch_size: Optional[int] = Field(default=None, ge=1)
-    # subproc: this process steps the last block while the workers step theirs (no async pool).
+    # subproc: this process steps the last block while the workers step theirs (in the pool too).
     step_in_main: bool = False
     # subproc: microseconds a worker polls for the next command before it sleeps (0: off).
     spin_us: float = Field(default=0.0, ge=0, le=1e6)
@@ -300,8 +300,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
         for key in ("num_workers", "start_method"):
             if getattr(vec, key) is not None:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
-        if vec.batch_size is not None:
-            raise ConfigError(f"vec.batch_size (the async pool) applies to the subproc and ray backends, not to backend {vec.backend!r}")
+        if vec.batch_size is not None:  # DummyVecEnv's pool is synchronous: send() steps its envs at once
+            kwargs["batch_size"] = vec.batch_size
     if vec.step_in_main and vec.backend != "subproc":
         raise ConfigError(f"vec.step_in_main applies to the subproc backend, not to backend {vec.backend!r}")
     if vec.spin_us and vec.backend != "subproc":

@@ -319,11 +319,13 @@ def candidates(cfg: Config, cores: int, ray: bool = False) -> list[Candidate]:
         engines = list(FAMILIES[cfg.env.family].engines)
     out = []
     for engine in engines:
-        if cfg.vec.batch_size is None:  # the async pool (batch_size) is for process backends only
+        if cfg.vec.batch_size is None:  # an async-pool config wants workers: dummy's pool is synchronous
             out.append(Candidate("dummy", None, engine))
         counts = worker_counts(cfg.vec.num_envs, cores)
         out += [Candidate("subproc", n, engine) for n in counts]
-        if cores >= 2 and cfg.vec.num_envs >= 2 and cfg.vec.batch_size is None:  # step_in_main: no async pool
+        # Not for an async-pool config: this process would step its block inside send(), and the
+        # pool is for a trainer that computes while the workers step, which step() does not measure.
+        if cores >= 2 and cfg.vec.num_envs >= 2 and cfg.vec.batch_size is None:
             workers = max(1, min(cores, cfg.vec.num_envs) - 1)
             out.append(Candidate("subproc", workers, engine, step_in_main=True, spin_us=MAIN_SPIN_US))
         if ray:

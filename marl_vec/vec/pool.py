@@ -446,22 +446,26 @@ class AsyncPool:
                 if not size:
                     self._pool_complete(w, None)
                     continue
-                status, payload = decode(data[start:pos])
-                if status == "ok":
-                    self._pool_complete(w, payload)
-                    continue
-                self._pool_fail(w)
-                frame = data[start:pos]
-                if frame in seen:  # a whole block's error (an engine step), one answer per env: raised once
-                    continue
-                seen.add(frame)
-                errors.append(error_of(*payload))
+                self._pool_take(w, data[start:pos], errors, seen, error_of)
             self._pool_partial[w] = data[pos:]
         finally:
             _sigmask(signal.SIG_SETMASK, blocked)
         if errors:
             raise _EnvFailed(*errors)
         return False
+
+    def _pool_take(self, w: int, frame: bytes, errors: list[BaseException], seen: set[bytes], error_of: Any) -> None:
+        """Record one answer of worker w (the next env of its flight): its result, or its
+        error appended to ``errors`` (``seen``: the error answers read in this go, so that a
+        whole block's error, one answer per env of an engine step, counts once)."""
+        status, payload = decode(frame)
+        if status == "ok":
+            self._pool_complete(w, payload)
+            return
+        self._pool_fail(w)
+        if frame not in seen:
+            seen.add(frame)
+            errors.append(error_of(*payload))
 
     def _pool_fail(self, w: int) -> None:
         """The next env of worker w's flight raised: it leaves the pool until reset() (the

@@ -17,7 +17,7 @@ from tests.helpers.backends import ray_cluster  # noqa: F401  (the module's Ray 
 from tests.helpers.pool_driver import STEPS, DelayedEnv, assert_same, policy, pool_trajectories, sync_trajectories
 from tests.helpers.scripted_envs import DyingAgentEnv
 
-backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+backend = backends.backend_fixture(backends.POOL_BACKENDS)
 ray_backend = backends.backend_fixture(("ray-ray",))  # actors answering Ray calls step whole blocks
 
 DELAYS = [0.0, 0.0, 0.0, 0.004, 0.004, 0.004]  # worker 1 is slower: its envs finish out of turn
@@ -159,9 +159,10 @@ def test_config_batch_size():
         assert venv.batch_size == 3
     finally:
         venv.close()
-    with pytest.raises(mv.ConfigError, match=r"vec.batch_size \(the async pool\) applies to the subproc and ray backends, not to backend .dummy."):
-        mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2,
-                                                                     "backend": "dummy"}})
+    # dummy's pool is synchronous (send() steps at once), the same calls
+    with mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2,
+                                                                      "backend": "dummy"}}) as venv:
+        assert isinstance(venv, mv.DummyVecEnv) and venv.batch_size == 2
     # without a backend (auto, no tune result) the pool asks for workers
     with mv.make({"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {"num_envs": 4, "batch_size": 2}}) as venv:
         assert type(venv).__name__ == "SubprocVecEnv" and venv.batch_size == 2

@@ -18,7 +18,7 @@ from tests.helpers.backends import ray_cluster  # noqa: F401  (the module's Ray 
 from tests.helpers.pool_driver import policy
 from tests.helpers.scripted_envs import DyingAgentEnv, FailingEnv
 
-backend = backends.backend_fixture(backends.BACKENDS)
+backend = backends.backend_fixture(backends.BACKENDS + (backends.MAIN_BLOCK,))
 
 CALLS = {
     "call": lambda venv: venv.call("render"),

@@ -23,7 +23,7 @@ from tests.helpers.pool_driver import DelayedEnv, policy
 from tests.helpers.scripted_envs import DyingAgentEnv, FailingEnv, SlowRecordingEnv
 from tests.backends.test_subproc_cleanup import gone
 
-backend = backends.backend_fixture(backends.PROCESS_BACKENDS)
+backend = backends.backend_fixture(backends.POOL_BACKENDS)
 ONES = np.ones((2, 3), dtype=np.int64)
 
 
@@ -121,6 +121,10 @@ def test_hung_worker_times_out():
         venv.send(np.array([[1, 1, 1], [2, 2, 2], [2, 2, 2]]), r.env_ids)  # env 3 at t=0, envs 0, 1 at t=1
         with pytest.raises(WorkerError, match=r"worker\(s\) 1 did not answer 'step' within timeout=1.0 s"):
             venv.recv()
+        began = time.monotonic()  # the batch is broken: a step says so at once, it waits for no one
+        with pytest.raises(WorkerError, match=r"worker\(s\) 1 did not answer 'step' within timeout=1.0 s"):
+            venv.step(np.ones((4, 3), dtype=np.int64))
+        assert time.monotonic() - began < 0.5
 
 
 def _interrupt(*_):
@@ -147,6 +151,37 @@ def test_ctrl_c_in_recv_loses_no_result():
         obs = {int(i): float(o) for r in (first, second) for i, o in zip(r.env_ids, r.obs[:, 0, 0])}
         assert obs == {0: 1.0, 1: 2.0, 2: 0.0, 3: 1.0}
         assert venv.get_attr("seen") == [[1], [2], [0], [1]]  # each env stepped once, with its own action
+
+
+class _SlowAttrEnv(SlowRecordingEnv):
+    @property
+    def slow(self) -> int:
+        time.sleep(0.5)
+        return 1
+
+
+@pytest.mark.parametrize("step_in_main", [False, True])
+def test_answers_an_interrupted_call_owes_are_not_taken_for_pool_results(step_in_main):
+    # Ctrl-C during get_attr() leaves its answers owed; the pool's next send() must not read
+    # them as the envs' step results (it did: env 0's result came with get_attr's answer as its
+    # info and env 1 was handed out unstepped)
+    with SubprocVecEnv([functools.partial(_SlowAttrEnv, delay=0.0)] * 2, num_workers=1, step_in_main=step_in_main,
+                       batch_size=2) as venv:
+        venv.reset()
+        ids = venv.recv().env_ids
+        old = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                venv.get_attr("slow")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        venv.send(np.array([[1], [2]]), ids)
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == [0, 1] and r.infos == [{}, {}]
+        assert {int(i): float(o) for i, o in zip(r.env_ids, r.obs[:, 0, 0])} == {0: 1.0, 1: 2.0}
+        assert venv.get_attr("seen") == [[1], [2]]
 
 
 def test_close_with_steps_in_flight_leaves_nothing():
@@ -244,7 +279,7 @@ def test_a_partial_reset_that_leaves_out_a_failed_env_keeps_it_out_of_the_pool()
         assert [int(venv.recv().env_ids[0]) for _ in range(4)] == [0, 1, 2, 3]
 
 
-two_errors_backend = backends.backend_fixture(("subproc", "ray-auto"))  # dummy: the same rule (dummy.py)
+two_errors_backend = backends.backend_fixture(("subproc", "subproc-main", "ray-auto"))  # dummy: the same rule (dummy.py)
 
 
 @pytest.mark.parametrize("num_workers", [1, 2])

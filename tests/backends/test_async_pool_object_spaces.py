@@ -126,6 +126,12 @@ def test_each_env_trajectory_equals_its_dummy_one(fn, batch_size):
     assert_same_trajectories(pool_trajectories(fn, "subproc", batch_size), sync_trajectories(fn))
 
 
+@pytest.mark.parametrize("fn", FNS, ids=lambda fn: fn.__name__)
+def test_each_env_trajectory_equals_its_dummy_one_with_a_block_in_this_process(fn):
+    # step_in_main: this process's block gets its object actions and gives its object rows as a worker's
+    assert_same_trajectories(pool_trajectories(fn, "subproc-main", 3), sync_trajectories(fn))
+
+
 @pytest.mark.parametrize("backend, batch_size, hold", [("ray-auto", 3, True),
                                                        ("ray-ray", 2, False)])  # Ray calls: whole blocks of 2
 @pytest.mark.parametrize("fn", [cartpole_text_action, cartpole_dict_action, cartpole_dict_with_graph],

@@ -33,6 +33,16 @@ def test_each_env_trajectory_equals_its_synchronous_one():
     assert all(sorted(b) in ([0, 1], [2, 3]) for b in batches)  # whole blocks
 
 
+def test_a_whole_block_in_this_process_steps_in_the_pool_too():
+    # step_in_main: 1 worker + this process, each an engine block of 2; this process's
+    # engine step answers its envs together, as a worker's does
+    fns = [engine_fn] * 4
+    expected = sync_trajectories(fns, 12)
+    got, batches, _ = pool_trajectories(fns, 12, "subproc-main", num_workers=2, batch_size=2)
+    assert_same(got, expected)
+    assert all(sorted(b) in ([0, 1], [2, 3]) for b in batches)
+
+
 def test_envs_sent_wait_for_the_rest_of_their_block():
     with mv.SubprocVecEnv([engine_fn] * 4, num_workers=2, batch_size=2) as venv:
         venv.reset()

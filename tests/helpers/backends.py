@@ -5,7 +5,8 @@ several envs) and RayVecEnv over both transports ("ray-auto": same-machine
 actors step in shared memory; "ray-ray": every actor answers Ray calls);
 ``PROCESS_BACKENDS`` the ones whose envs run in other processes; ``MAIN_BLOCK``
 ("subproc-main") a SubprocVecEnv that steps its last block in this process
-(``step_in_main``), for the synchronous API's tests.
+(``step_in_main``); ``POOL_BACKENDS`` the process backends and it, for the async
+pool's tests (the block in this process is one more member of the pool).
 
 Ray backends run on one local cluster per test module, started at the first Ray
 test only (starting Ray costs ~5 s), as in tests/backends/test_ray.py: import the
@@ -30,7 +31,8 @@ import marl_vec as mv
 
 BACKENDS = ("dummy", "subproc", "ray-auto", "ray-ray")
 PROCESS_BACKENDS = ("subproc", "ray-auto", "ray-ray")
-MAIN_BLOCK = "subproc-main"  # SubprocVecEnv whose last block steps in this process (no async pool)
+MAIN_BLOCK = "subproc-main"  # SubprocVecEnv whose last block steps in this process
+POOL_BACKENDS = PROCESS_BACKENDS + (MAIN_BLOCK,)
 
 
 def start_ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

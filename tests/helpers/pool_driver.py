@@ -72,28 +72,33 @@ def pool_trajectories(fns: list, steps: int, backend: str = "subproc", hold: boo
     """Each env's trajectory under the pool, the env_ids of every batch, and the episode
     statistics. ``hold``: keep a random subset of the received envs for later, send the
     rest in a random order."""
-    rng = np.random.default_rng(seed)
     with backends.make(backend, fns, **kwargs) as venv:
-        venv.reset()
-        n, batch = len(fns), venv.batch_size
-        trajs: list[list] = [[] for _ in fns]
-        batches: list[list[int]] = []
-        held: dict[int, np.ndarray] = {}  # env -> its next actions, received and not sent
-        while min(len(tr) for tr in trajs) < steps + 1:
-            r = venv.recv()
-            assert len(r.env_ids) == batch
-            batches.append(r.env_ids.tolist())
-            for k, i in enumerate(r.env_ids.tolist()):
-                if len(trajs[i]) < steps + 1:
-                    record(trajs[i], r, k)
-                held[i] = policy(r.avail_actions[k], i, len(trajs[i]) - 1)
-            ids = list(held)
-            rng.shuffle(ids)
-            keep = int(rng.integers(0, n - batch + 1)) if hold else 0
-            send = ids[keep:]
-            if send:
-                venv.send(np.stack([held.pop(i) for i in send]), send)
-        return trajs, batches, venv.episode_statistics()
+        return drive_pool(venv, steps, hold, seed)
+
+
+def drive_pool(venv: mv.VecEnv, steps: int, hold: bool = False, seed: int = 0) -> tuple[list[list], list[list[int]], dict]:
+    """:func:`pool_trajectories` on a VecEnv made elsewhere (a config's, say); it stays open."""
+    rng = np.random.default_rng(seed)
+    venv.reset()
+    n, batch = venv.num_envs, venv.batch_size
+    trajs: list[list] = [[] for _ in range(n)]
+    batches: list[list[int]] = []
+    held: dict[int, np.ndarray] = {}  # env -> its next actions, received and not sent
+    while min(len(tr) for tr in trajs) < steps + 1:
+        r = venv.recv()
+        assert len(r.env_ids) == batch
+        batches.append(r.env_ids.tolist())
+        for k, i in enumerate(r.env_ids.tolist()):
+            if len(trajs[i]) < steps + 1:
+                record(trajs[i], r, k)
+            held[i] = policy(r.avail_actions[k], i, len(trajs[i]) - 1)
+        ids = list(held)
+        rng.shuffle(ids)
+        keep = int(rng.integers(0, n - batch + 1)) if hold else 0
+        send = ids[keep:]
+        if send:
+            venv.send(np.stack([held.pop(i) for i in send]), send)
+    return trajs, batches, venv.episode_statistics()
 
 
 def assert_same(got: list[list], expected: list[list]) -> None:

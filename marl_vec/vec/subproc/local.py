@@ -6,9 +6,9 @@ During a synchronous step the trainer's process only waits for its workers. With
 no third process contending for a core) than 2 workers.
 
 :class:`LocalHost` stands in for both the pipe and the process of a worker, so
-every command path of SubprocVecEnv (start, attach, step, reset, call, close)
-treats the block alike: ``send_bytes`` runs the command at once with the same
-code a worker runs (:func:`~marl_vec.vec.worker.handle`) and queues its answers;
+every command path of SubprocVecEnv (start, attach, step, reset, call, close,
+the async pool's steps) treats the block alike: ``send_bytes`` runs the command
+at once with the same code a worker runs (:func:`~marl_vec.vec.worker.handle`) and queues its answers;
 ``recv_bytes`` returns them; ``fileno`` is readable while an answer is queued, so
 ``multiprocessing.connection.wait`` sees the block as an answered worker. The
 block is sent its step last, after the workers have theirs.
@@ -63,14 +63,11 @@ class LocalHost:
         self.pid = os.getpid()
         self.exitcode: int | None = None
         self.sentinel = self._never_r
+        self._put = _queue(self._answers, self._ready_w)
         built = build_adapters(self._put, env_fns, start)
         self._built = built  # (env_fns, adapters) until attached; None: failed (its error queued)
 
     # -- the pipe ---------------------------------------------------------------------
-
-    def _put(self, answer: bytes) -> None:
-        self._answers.append(answer)
-        os.write(self._ready_w, b"a")
 
     def send_bytes(self, data: bytes) -> None:
         """Run one command now; its answer is queued for :meth:`recv_bytes`."""
@@ -144,6 +141,18 @@ class LocalHost:
         if fds:
             for fd in (self._ready_r, self._ready_w, self._never_r, self._never_w):
                 os.close(fd)
+
+
+def _queue(answers: deque[bytes], ready_w: int) -> Callable[[bytes], None]:
+    """The block's ``send``: queue an answer and mark it on the ready pipe. A plain function,
+    not a method: the worker code writes a whole block's pool answers straight to the fd of
+    the object a bound ``send`` belongs to (a Connection's), and this block's fd is only
+    the read end of its ready pipe."""
+    def put(answer: bytes) -> None:
+        answers.append(answer)
+        os.write(ready_w, b"a")
+
+    return put
 
 
 class _InterruptsDeferred:

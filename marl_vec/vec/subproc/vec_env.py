@@ -91,8 +91,10 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
         step_in_main: the main process steps the last block itself while the workers
             step theirs (``num_workers + 1`` blocks; default ``num_workers``: usable cores
-            - 1), see :mod:`marl_vec.vec.subproc.local`. Same results, one process fewer;
-            the async pool (``send``/``recv``) then is not available.
+            - 1), see :mod:`marl_vec.vec.subproc.local`. Same results, one process fewer.
+            In the async pool (``send``/``recv``) the block is one more member: ``send``
+            steps its envs of the call here, after sending the workers theirs. ``timeout``
+            does not bound an env of this block (it runs inline; Ctrl-C does).
         spin_us: microseconds a worker keeps polling its pipe after each answer
             before it sleeps (default 0: it sleeps at once). On cheap envs a fast
             trainer's next command then finds it awake, which saves the kernel's
@@ -140,9 +142,6 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         if step_in_main and num_envs < 2:
             raise ValueError(f"step_in_main needs num_envs >= 2 (a block for a worker and one for this process), "
                              f"got num_envs={num_envs}")
-        if step_in_main and batch_size not in (None, num_envs):
-            raise ValueError(f"the async pool (batch_size={batch_size!r}) needs every block in a worker process: "
-                             "pass step_in_main=False")
         if num_workers is None:
             num_workers = max(1, min(num_envs, _cpu_count()) - local)
         if (isinstance(num_workers, bool) or not isinstance(num_workers, int)
@@ -174,6 +173,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         self._init_pool(batch_size, num_envs, self._blocks)
         self._pool_pollers: dict[tuple[int, ...], Any] = {}  # workers in flight -> (select.poll, fd -> worker)
         self._pool_readable: set[int] = set()  # workers whose pipe the last poll found readable
+        self._pool_local: list[int] = []  # step_in_main: this process's envs sent, not stepped yet
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._pending = [False] * (num_workers + local)  # per block: an answer is owed
