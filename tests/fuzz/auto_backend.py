@@ -4,8 +4,8 @@ whose tune cache holds each choice the tuner can make (marl_vec/tools/tuner.py `
 docs/tuning.md promises that a tune result changes only processes, memory and speed: so each
 choice must build the layout it names and serve every call of the turn machine, the async
 pool's ``send``/``recv`` (with the default ``batch_size``, the whole batch) included, with
-rows equal to the plain loop's. The "1 worker + main" choice's pool is held back while
-issue 40's bug 3 is open (tests/fuzz/known_bugs.py).
+rows equal to the plain loop's (the "1 worker + main" choice's pool too, since issue 40's
+bug 3 was fixed).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 import marl_vec as mv
 from marl_vec.tools import tune_cache, tuner
 from marl_vec.tools.config import load_config
-from tests.fuzz.known_bugs import held_back
 from tests.fuzz.turn_machine import TurnCache, TurnConfig
 
 # Each choice the tuner makes for a pettingzoo config on 2 cores or more (no engines; Ray only
@@ -49,7 +48,7 @@ class AutoCache(TurnCache):
     def __init__(self, name: str):
         super().__init__(f"auto-{name}")
         self.choice = CHOICES[name]
-        self.serves_pool = not (name == "main" and held_back("auto-step-in-main-pool"))
+        self.serves_pool = True
 
     def get(self, cfg: TurnConfig) -> mv.VecEnv:
         venv = self.venvs.get(cfg)

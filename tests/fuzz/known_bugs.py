@@ -12,9 +12,6 @@ from __future__ import annotations
 import os
 
 OPEN: dict[str, str] = {
-    # issue 40 bug 3: backend auto, once a tune stored "1 worker + main", builds SubprocVecEnv(step_in_main=True),
-    # whose send()/recv() raise ValueError.
-    "auto-step-in-main-pool": "backend auto's '1 worker + main' layout refuses send()/recv() (issue 40, bug 3)",
 }
 
 

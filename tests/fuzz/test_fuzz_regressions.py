@@ -20,7 +20,6 @@ import marl_vec as mv
 from marl_vec.core.errors import PoolNotReadyError, WorkerError
 from tests.fuzz.envs import AGENTS, box_env
 from tests.fuzz.harness import arm
-from tests.fuzz.known_bugs import OPEN
 
 A = len(AGENTS)
 
@@ -149,7 +148,7 @@ def test_each_pool_error_is_raised():
         assert sorted(named) == [0, 1]
 
 
-# -- open bugs the fuzzer meets (tests/fuzz/known_bugs.py): strict xfails, each passes once its fix lands --
+# -- issue 40's three bugs, which the new machines met (tests/fuzz/known_bugs.py held them back until fixed) --
 
 def _seat(num_envs: int, seed: int):
     import functools
@@ -214,8 +213,8 @@ def test_seat_reset_with_a_boolean_mask_resets_the_envs_it_names():
     seat.close()
 
 
-@pytest.mark.xfail(strict=True, reason=OPEN["auto-step-in-main-pool"])
 def test_backend_auto_after_a_one_worker_plus_main_tune_serves_the_pool():
+    """Issue 40, bug 3 (fixed): the tuner's '1 worker + main' choice refused send()/recv()."""
     from marl_vec.tools import tune_cache
     from marl_vec.tools.config import load_config
     from tests.fuzz.auto_backend import CHOICES, config, layout
