@@ -86,8 +86,8 @@ import numpy as np
 from marl_vec.compat.tianshou_values import NativeValues
 from marl_vec.core.group import ENV_EPISODE_KEY
 from marl_vec.core.obs_types import REWARD_KIND_ATTR
+from marl_vec.envs.base import RESET_OPTIONS_ATTR
 from marl_vec.envs.extras import require
-from marl_vec.envs.gym import RESET_OPTIONS_ATTR
 from marl_vec.vec.base import VecEnv
 
 require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install_tianshou_venv.sh)")

@@ -23,16 +23,11 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
+from marl_vec.envs.base import RESET_OPTIONS_ATTR, GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
 from marl_vec.envs.gym_chain import FastChain, fast_chain
 from marl_vec.core.obs_types import OBS_KIND_ATTR, REWARD_KIND_ATTR, obs_kind, reward_kind
 from marl_vec.core.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
-
-# The attribute a face sets (VecEnv.set_attr) to hand options to each named env's next reset
-# (Tianshou's reset(env_id, options=...)); only a GymAdapter answers it, so a face may probe
-# with get_attr. The options are used by that one reset, then dropped.
-RESET_OPTIONS_ATTR = "marl_vec_reset_options"
 
 ALLOWED_ACTIONS = "Discrete, Box, MultiDiscrete (one axis), MultiBinary, and Dict / Tuple of those (nested)"
 ALLOWED_GYM_ACTIONS = ("Discrete, Box, MultiDiscrete, MultiBinary, and Dict / Tuple of those (nested); "
