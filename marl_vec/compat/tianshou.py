@@ -6,21 +6,26 @@ Tianshou's contract:
 
 - **No autoreset.** At an episode's end ``step`` returns the episode's last
   observation, and the env waits for ``reset(env_id)``, which the Collector calls.
-  Underneath, the VecEnv (``autoreset="same_step"``) has already started the next
-  episode, without a seed, as Tianshou's ``reset(env_id)`` without a seed would:
-  ``reset`` hands that observation out. A reset with a ``seed`` resets for real.
+  With ``autoreset="same_step"`` the VecEnv has already started the next episode,
+  without a seed, as Tianshou's ``reset(env_id)`` without a seed would: ``reset``
+  hands that observation out. A reset with a ``seed`` or ``options``, or after a
+  ``set_env_attr`` on the ended env, resets for real. With ``autoreset="disabled"``
+  every ``reset(env_id)`` resets then, as Tianshou's does (not while envs step).
   Stepping a finished env before its reset raises.
 - **Subsets.** ``step(action, id)`` steps only the envs ``id`` (the others do not
   move), ``reset(env_id)`` resets only those. Both go through marl_vec's async
   pool (``send``/``recv``), which every backend has (DummyVecEnv's is synchronous).
-- **Async.** With ``wait_num`` < ``env_num`` the face is async (``is_async``):
-  ``step(action, id)`` sends, then returns the first ``wait_num`` envs to finish
-  (the pool's ``batch_size``), each with ``info["env_id"]``; ``waiting_id`` and
+- **Async.** With ``wait_num`` < ``env_num`` (or a ``timeout``) the face is async
+  (``is_async``): ``step(action, id)`` sends, then returns the first ``wait_num`` envs
+  to finish (the pool's ``batch_size``; with ``timeout``, those ready by then, at
+  least one: ``recv(timeout=...)``), each with ``info["env_id"]``; ``waiting_id`` and
   ``ready_id`` are kept as Tianshou keeps them. ``step(None)`` only collects.
 - ``seed(s)``: env i reset with ``s + i`` (or ``s[i]`` for a list) and its action
   space seeded, as Tianshou's workers do. ``reset(seed=s)`` gives every env
-  named the same seed, as Tianshou's ``reset`` does.
-- ``get_env_attr``/``set_env_attr`` reach the native envs (``action_space`` and
+  named the same seed, as Tianshou's ``reset`` does; ``reset(options=...)`` hands
+  the options to each env's reset (gymnasium envs).
+- ``get_env_attr``/``set_env_attr`` reach the native envs, a new attribute set on
+  ``env.unwrapped`` as Tianshou sets it (``action_space`` and
   ``observation_space`` are the face's per-env spaces, seeded by ``seed``);
   ``render`` returns one frame per env; ``close`` closes the VecEnv.
 - ``info[i]["env_id"]`` on every step; marl_vec's own keys (``episode``,
@@ -30,7 +35,9 @@ Three layouts (``agents=``):
 
 - ``"single"`` (default): a one-agent VecEnv as Tianshou's single-agent envs are:
   ``obs`` (R, *obs_shape), ``rew`` (R,), ``terminated``/``truncated`` (R,),
-  actions (R,) or (R, *action_shape).
+  actions (R,) or (R, *action_shape); dtypes those of the envs' own values, as
+  Tianshou stacks them (a Python int reward is int64: :mod:`~marl_vec.compat.tianshou_values`);
+  Dict observations an object array of one dict per env, as Tianshou gives them.
 - ``"axis"``: simultaneous-move multi-agent envs with an agent axis, for a policy
   of your own: ``obs`` is a Tianshou ``Batch`` with ``obs`` (R, A, *obs_shape),
   ``mask`` (R, A, n_actions: the available actions, discrete only) and
@@ -76,8 +83,11 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from marl_vec.envs.extras import require
+from marl_vec.compat.tianshou_values import NativeValues
 from marl_vec.core.group import ENV_EPISODE_KEY
+from marl_vec.core.obs_types import REWARD_KIND_ATTR
+from marl_vec.envs.base import RESET_OPTIONS_ATTR
+from marl_vec.envs.extras import require
 from marl_vec.vec.base import VecEnv
 
 require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install_tianshou_venv.sh)")
@@ -93,7 +103,7 @@ _KEEPS_FINAL = ("same_step", "fast")
 
 def _env_info(info: dict[str, Any], env_id: int) -> dict[str, Any]:
     """The env's own info (marl_vec's episode summary and reset info taken out), with ``env_id``."""
-    out = {k: v for k, v in info.items() if k not in ("episode", "reset_info", ENV_EPISODE_KEY)}
+    out = {k: v for k, v in info.items() if k not in ("episode", "reset_info", ENV_EPISODE_KEY, REWARD_KIND_ATTR)}
     if ENV_EPISODE_KEY in info:  # the env's own "episode" (e.g. RecordEpisodeStatistics), kept aside by the group
         out["episode"] = info[ENV_EPISODE_KEY]
     out["env_id"] = env_id
@@ -118,6 +128,19 @@ def _check_turns(spec: Any, agents: str) -> None:
             raise TypeError(f"agents='turns' serves Discrete moves; {name} has {type(spec.action).__name__}")
 
 
+def _check_obs_tree(spec: Any, agents: str) -> None:
+    """Dict observations are served in agents='single', as Tianshou serves them; not Tuple."""
+    if not spec.obs_is_tree:
+        return
+    space = spec.single_agent_observation_space
+    if agents != "single":
+        raise TypeError(f"agents={agents!r} serves array observations; {space} is a Dict/Tuple space "
+                        "(agents='single' serves Dict observations)")
+    if isinstance(space, gym.spaces.Tuple):
+        raise TypeError(f"Tuple observation space is not supported, as in Tianshou ({space}): "
+                        "change it to an array or Dict space")
+
+
 def _object_array(items: list[Any]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
@@ -128,13 +151,14 @@ class TianshouVectorEnv(BaseVectorEnv):
     """Tianshou's ``BaseVectorEnv`` over ``venv`` (which this face owns and closes).
 
     Args:
-        venv: a marl_vec VecEnv with ``autoreset="same_step"`` (or ``"fast"``); build it
+        venv: a marl_vec VecEnv with ``autoreset="same_step"`` (or ``"fast"``, or
+            ``"disabled"`` for resets at ``reset(env_id)``, not with ``"turns"``); build it
             with ``env_seed=None`` for Tianshou's unseeded first reset, or call :meth:`seed`.
         agents: ``"single"`` (one-agent VecEnvs, Tianshou's layout), ``"axis"`` (an agent axis)
             or ``"turns"`` (turn-based games, Tianshou's ``PettingZooEnv`` convention).
         wait_num: async: return after this many envs finished a step (None: synchronous).
-        timeout: must be None: the pool returns exactly ``wait_num`` envs, the first ready
-            (bound hung envs with the VecEnv's own ``timeout``).
+        timeout: async: a step waits at most this many seconds for ``wait_num`` envs, then
+            returns those ready (hung envs are bounded by the VecEnv's own ``timeout``).
     """
 
     def __init__(self, venv: VecEnv, agents: Agents = "single", wait_num: int | None = None,
@@ -142,26 +166,23 @@ class TianshouVectorEnv(BaseVectorEnv):
         # BaseVectorEnv.__init__ builds one worker per env: the VecEnv is the workers here.
         if not isinstance(venv, VecEnv):
             raise TypeError(f"TianshouVectorEnv wraps a marl_vec VecEnv, got {type(venv).__name__}")
-        if venv.autoreset.value not in _KEEPS_FINAL:
-            raise ValueError(
-                f"TianshouVectorEnv needs a VecEnv with autoreset='same_step' (or 'fast'), got "
-                f"{venv.autoreset.value!r}: the face turns it into Tianshou's no-autoreset contract"
-            )
         if agents not in LAYOUTS:
             raise ValueError(f"agents must be one of {LAYOUTS}, got {agents!r}")
+        mode = venv.autoreset.value
+        if mode not in _KEEPS_FINAL and (mode != "disabled" or agents == "turns"):
+            raise ValueError(
+                f"TianshouVectorEnv needs a VecEnv with autoreset='same_step' (or 'fast')"
+                f"{'' if agents == 'turns' else ', or disabled'}, got {mode!r}: the face turns it into "
+                "Tianshou's no-autoreset contract")
         spec = venv.spec
         _check_turns(spec, agents)
         if agents == "single" and spec.n_agents != 1:
             raise ValueError(f"agents='single' needs a one-agent VecEnv, got {spec.n_agents} agents {spec.agents}; "
                              "use agents='axis' for an agent axis")
-        if spec.obs_is_tree:
-            raise TypeError(f"TianshouVectorEnv serves array observations; {spec.single_agent_observation_space} "
-                            "is a Dict/Tuple space")
-        if timeout is not None:
-            raise ValueError(
-                f"timeout={timeout!r}: not supported; marl_vec's pool returns exactly wait_num envs, the first "
-                "ready (a hung env is reported by the VecEnv's own timeout); pass timeout=None"
-            )
+        _check_obs_tree(spec, agents)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise ValueError(f"timeout is {timeout!r}, it should be a positive number of seconds if provided")
         n = venv.num_envs
         if wait_num is not None and not (isinstance(wait_num, int) and 1 <= wait_num <= n):
             raise ValueError(f"wait_num should be in [1, {n}], but got {wait_num!r}")
@@ -171,14 +192,22 @@ class TianshouVectorEnv(BaseVectorEnv):
         self.workers: list[Any] = []
         self.env_num = n
         self.wait_num = wait_num or n
-        self.timeout = None
-        self.is_async = self.wait_num != n
+        self.timeout = timeout
+        self.is_async = self.wait_num != n or timeout is not None  # as Tianshou's
         self.waiting_id: list[int] = []
         self.ready_id = list(range(n))
         self.is_closed = False
         self._action_spaces = [self._one_space(spec.single_agent_action_space) for _ in range(n)]
         self._observation_spaces = [self._one_space(spec.single_agent_observation_space) for _ in range(n)]
         self._next_reset: dict[int, tuple[Any, dict[str, Any]]] = {}  # env -> its next episode's (obs, info)
+        self._redo: set[int] = set()  # envs whose next episode began before a set_env_attr: reset them again
+        # autoreset='disabled': an ended env is reset by reset(env_id) only, then, as Tianshou resets it.
+        self._deferred = mode == "disabled"
+        self._ended: set[int] = set()  # (disabled) envs whose episode ended, not reset since
+        self._tree = spec.obs_is_tree  # Dict observations: one dict per env, as Tianshou stacks them
+        # The envs' own types of observations and rewards, as Tianshou stacks them (agents='single').
+        self._native = NativeValues(venv) if agents == "single" else None
+        self._takes_options: bool | None = None  # whether every env takes reset options (gymnasium envs)
         if agents == "turns":  # as on Tianshou's PettingZooEnv (MultiAgentPolicyManager reads them)
             self.agents = list(spec.agents)
             self.agent_idx = {agent: k for k, agent in enumerate(spec.agents)}
@@ -211,6 +240,8 @@ class TianshouVectorEnv(BaseVectorEnv):
             self._assert_id(ids)
         # One value for every env named, as Tianshou sets it (marl_vec's set_attr reads a list as per-env values).
         self._venv.set_attr(key, [value] * len(ids), indices=ids)
+        # Tianshou resets at reset(env_id): a next episode begun before this must begin again.
+        self._redo.update(i for i in ids if i in self._next_reset)
 
     def _ids(self, id: Any) -> list[int]:
         if id is None:
@@ -233,18 +264,22 @@ class TianshouVectorEnv(BaseVectorEnv):
         if self.is_async:
             self._assert_id(ids)
         seed = kwargs.pop("seed", None)
+        options = kwargs.pop("options", None)
         if kwargs:
-            raise TypeError(f"reset() got {', '.join(sorted(kwargs))}; marl_vec's envs take only seed here")
+            raise TypeError(f"reset() got {', '.join(sorted(kwargs))}; the envs' reset takes seed and options")
         if seed is not None and not isinstance(seed, (int, np.integer)):
             raise TypeError(f"reset(seed=...) takes one int for every env named, got {seed!r}")
-        fresh = [i for i in ids if seed is not None or i not in self._next_reset]
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"reset(options=...) takes one dict for every env named, got {options!r}")
+        fresh = [i for i in ids if seed is not None or options is not None or i not in self._next_reset
+                 or i in self._redo]
         rows: dict[int, tuple[Any, dict[str, Any]]] = {}
         if fresh:
             if self.waiting_id:
                 raise RuntimeError(f"cannot reset envs {fresh} while envs {self.waiting_id} are stepping; "
                                    "collect them first with step(None)")
             seeds = None if seed is None else [int(seed)] * len(fresh)
-            rows = self._real_reset(fresh, seeds)
+            rows = self._real_reset(fresh, seeds, options)
         obs, infos = [], []
         for i in ids:
             o, info = rows[i] if i in rows else self._next_reset.pop(i)
@@ -274,11 +309,15 @@ class TianshouVectorEnv(BaseVectorEnv):
         self._real_reset(list(range(self.env_num)), seeds)
         return [[s] if s is not None else None for s in seeds]
 
-    def _real_reset(self, ids: list[int], seeds: list[int | None] | None) -> dict[int, tuple[Any, dict[str, Any]]]:
-        """Reset ``ids`` in the VecEnv (env ``ids[k]`` with ``seeds[k]``); their (obs, info).
+    def _real_reset(self, ids: list[int], seeds: list[int | None] | None,
+                    options: dict[str, Any] | None = None) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Reset ``ids`` in the VecEnv (env ``ids[k]`` with ``seeds[k]``, each with ``options``);
+        their (obs, info).
 
         marl_vec seeds env i with ``seed + i``: a run of consecutive seeds is one call."""
         venv = self._venv
+        if options is not None:
+            self._hand_options(ids, options)
         out: dict[int, tuple[Any, dict[str, Any]]] = {}
         calls: list[tuple[int | None, list[int]]] = []
         if seeds is None or all(s is None for s in seeds):
@@ -289,15 +328,32 @@ class TianshouVectorEnv(BaseVectorEnv):
             calls.extend(((None if s is None else s - i), [i]) for i, s in zip(ids, seeds))
         for base, envs in calls:
             r = venv.reset(seed=base, env_ids=None if envs == list(range(self.env_num)) else envs)
+            if self._native is not None:
+                self._native.after_reset(envs)
             obs = self._obs_rows(r)
             for i in envs:
                 out[i] = (obs[i], self._reset_info(r.infos[i], obs[i]))
                 self._next_reset.pop(i, None)
+                self._redo.discard(i)
+                self._ended.discard(i)
         # After a reset every env is ready in the pool: take them all, so send() may step any.
         venv.batch_size = self.env_num
         venv.recv()
         self._owned = True
         return out
+
+    def _hand_options(self, ids: list[int], options: dict[str, Any]) -> None:
+        """Give ``options`` to the next reset of envs ``ids`` (gymnasium envs take them)."""
+        if self._takes_options is None:
+            try:
+                self._venv.get_attr(RESET_OPTIONS_ATTR, indices=[0])
+                self._takes_options = True
+            except AttributeError:
+                self._takes_options = False
+        if not self._takes_options:
+            raise TypeError(f"reset(options=...): the envs of {self._spec.env_name or 'this VecEnv'} take no reset "
+                            "options (marl_vec passes them to gymnasium envs only)")
+        self._venv.set_attr(RESET_OPTIONS_ATTR, [options] * len(ids), indices=ids)
 
     # -- step ---------------------------------------------------------------------
 
@@ -324,7 +380,7 @@ class TianshouVectorEnv(BaseVectorEnv):
             if not self.waiting_id:
                 raise RuntimeError("step(None): no env is stepping")
             venv.batch_size = min(self.wait_num, len(self.waiting_id))
-            r = venv.recv()
+            r = venv.recv(timeout=self.timeout)  # with a timeout: those ready by then (at least one)
             rows = list(range(len(r.env_ids)))
             for e in r.env_ids.tolist():
                 self.waiting_id.remove(e)
@@ -337,7 +393,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         actions = np.asarray(action)
         if len(actions) != len(ids):
             raise ValueError(f"step() got {len(actions)} actions for {len(ids)} envs {ids}")
-        finished = [i for i in ids if i in self._next_reset]
+        finished = [i for i in ids if i in self._next_reset or i in self._ended]
         if finished:
             raise RuntimeError(f"envs {finished} finished their episode: reset(env_id) them before stepping "
                                "(Tianshou's Collector does)")
@@ -366,7 +422,10 @@ class TianshouVectorEnv(BaseVectorEnv):
         for k in rows:
             e = env_ids[k]
             info = r.infos[k]
-            if r.done[k]:
+            if r.done[k] and self._deferred:  # the env holds its last observation until reset(e)
+                self._ended.add(e)
+                obs.append(obs_now[k])
+            elif r.done[k]:
                 # The episode's last observation now; its successor waits for reset(e).
                 self._next_reset[e] = (obs_now[k], self._reset_info(info.get("reset_info", {}), obs_now[k]))
                 obs.append(final[k])
@@ -386,7 +445,8 @@ class TianshouVectorEnv(BaseVectorEnv):
             terminated = done & r.terminated[idx, shown]
             truncated = done & r.truncated[idx, shown]
         elif self._agents == "single":
-            rew = r.reward[idx, 0]
+            rew = self._native.rewards(r.reward[idx, 0], [env_ids[k] for k in rows],  # type: ignore[union-attr]
+                                       [r.infos[k] for k in rows])
             terminated, truncated = r.terminated[idx, 0], r.truncated[idx, 0]
         else:
             rew = r.reward[idx]
@@ -401,8 +461,9 @@ class TianshouVectorEnv(BaseVectorEnv):
         obs = r.final_obs if final else r.obs
         if obs is None:
             return [None] * len(r.done)
-        if self._agents == "single":
-            return list(obs[:, 0])
+        if self._agents == "single":  # each env's row as the env returned it (a dict for Dict spaces)
+            env_ids = getattr(r, "env_ids", None)
+            return self._native.obs_rows(obs, range(len(r.done)) if env_ids is None else env_ids.tolist())  # type: ignore[union-attr]
         avail = r.final_avail_actions if final else r.avail_actions
         if self._agents == "turns":
             return [self._turn_obs(obs[k], avail[k], self._shown_agent(r, k, final)) if not final or r.done[k]
@@ -432,7 +493,9 @@ class TianshouVectorEnv(BaseVectorEnv):
 
     def _stack(self, obs: list[Any]) -> Any:
         if self._agents == "single":
-            return np.stack(obs)
+            # Dict observations: an object array of one dict per env, as Tianshou's np.stack
+            # gives them; its Collector and buffers make them a Batch.
+            return _object_array(obs) if self._tree else np.stack(obs)
         if self._agents == "turns":
             return _object_array(obs)  # one dict per env, as Tianshou's vector envs stack PettingZooEnv's
         # A Batch (the Collector indexes observations by env): keys as in the docstring.

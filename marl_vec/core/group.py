@@ -313,13 +313,15 @@ class EnvGroup:
         """Step local env j alone (the async pool): its rows, its episode bookkeeping and
         autoreset come out exactly as :meth:`step` makes them for it; returns its info.
 
-        ``same_step`` and ``fast`` modes only (nothing waits on a reset). An env never
+        ``same_step``, ``fast`` and ``disabled`` (a finished env waits for reset()). An env never
         reset (``unstarted``: its process replaced a dead one) is not stepped: it
         restarts, ending the episode the caller saw as truncated, with ``final_*`` the
         rows as they were and ``info["restarted"]``.
         """
-        if not self._keeps_final:
-            raise ValueError(f"step_env() needs autoreset same_step or fast, not {self.mode.value!r}")
+        if not self._keeps_final and self.mode is not AutoresetMode.DISABLED:
+            raise ValueError(f"step_env() needs autoreset same_step, fast or disabled, not {self.mode.value!r}")
+        if j in self.finished:
+            raise EnvFinishedError.for_env(self.start + j)
         if j in self.unstarted:
             return self._restart_unstarted(j)
         infos = self._one_infos
@@ -337,7 +339,8 @@ class EnvGroup:
         self.done[j] = done
         self.episodes.add_env_step(j, row.reward)
         if done:
-            self._keep_finals([j])
+            if self._keeps_final:
+                self._keep_finals([j])
             info = self._end_episode(j, info, self.episodes.end([j])[0])
         return info
 

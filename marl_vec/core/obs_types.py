@@ -25,6 +25,8 @@ import numpy as np
 
 # The attribute a face reads (VecEnv.get_attr) to learn the kinds; GymAdapter answers it.
 OBS_KIND_ATTR = "marl_vec_obs_kind"
+# Likewise for rewards: the dtype numpy gives the env's own reward (None before its first step).
+REWARD_KIND_ATTR = "marl_vec_reward_kind"
 
 _PYTHON = {"int": int, "float": float, "bool": bool}
 
@@ -45,6 +47,16 @@ def obs_kind(obs: Any) -> Any:
     if isinstance(obs, np.ndarray) and not obs.dtype.hasobject:
         return ("array", obs.dtype.str)
     return None
+
+
+def reward_kind(reward: Any) -> str:
+    """The dtype (``dtype.str``) numpy gives ``reward``, as ``np.stack`` of the envs' rewards
+    does in Tianshou's vector envs: a Python int is int64, a float float64.
+
+    >>> reward_kind(1), reward_kind(1.0), reward_kind(np.float32(1))
+    ('<i8', '<f8', '<f4')
+    """
+    return np.asarray(reward).dtype.str
 
 
 def as_native(value: np.ndarray, kind: Any, copy: bool) -> Any:

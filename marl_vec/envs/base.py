@@ -46,6 +46,11 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.core.spec import EnvSpec
 
+# The attribute a face sets (VecEnv.set_attr) to hand options to each named env's next reset
+# (Tianshou's reset(env_id, options=...)); only a GymAdapter answers it, so a face may probe
+# with get_attr. The options are used by that one reset, then dropped.
+RESET_OPTIONS_ATTR = "marl_vec_reset_options"
+
 
 class GroupStepper:
     """Steps the adapters of one group, a run ``[first, stop)`` at a time.

@@ -23,9 +23,9 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
+from marl_vec.envs.base import RESET_OPTIONS_ATTR, GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
 from marl_vec.envs.gym_chain import FastChain, fast_chain
-from marl_vec.core.obs_types import OBS_KIND_ATTR, obs_kind
+from marl_vec.core.obs_types import OBS_KIND_ATTR, REWARD_KIND_ATTR, obs_kind, reward_kind
 from marl_vec.core.spec import (ActionSpec, ContinuousAction, DiscreteAction, MultiBinaryAction,
                            MultiDiscreteAction, ObjectAction, TreeAction)
 
@@ -93,11 +93,13 @@ class GymAdapter(NativeEnvAdapter):
 
     def __init__(self, env: gym.Env, agent_id: str = "agent_0"):
         name = type(env.unwrapped).__name__
-        obs_space = env.observation_space
+        # (getattr: an env that never set its spaces gets this message, not an AttributeError.)
+        obs_space = getattr(env, "observation_space", None)
         # Text, Graph, Sequence, OneOf and custom spaces become object leaves; anything
         # that is not a gymnasium Space at all is refused here, by name.
         if not isinstance(obs_space, gym.Space):
-            raise TypeError(f"{name}: observation_space must be a gymnasium Space, got {obs_space!r}")
+            raise TypeError(f"{name}: observation_space must be a gymnasium Space (the batch's buffers are "
+                            f"made from it), got {obs_space!r}")
         self.env = env
         action = action_spec_of(env.action_space, name, gymnasium_env=True)
         obs_shape, obs_dtype = spaces.flat_shape_dtype(obs_space)
@@ -109,6 +111,9 @@ class GymAdapter(NativeEnvAdapter):
         )
         self._tree_actions = isinstance(action, TreeAction)
         self._obs_kind: Any = None  # the Python types of the env's own observation (its first reset's)
+        self._reward_kind: str | None = None  # the dtype numpy gives the env's own reward (its first step's)
+        self._report_kind = False  # a face asked for it in the info of the env's first step (REWARD_KIND_ATTR)
+        self._reset_options: dict[str, Any] | None = None  # for the next reset only (RESET_OPTIONS_ATTR)
         # Set when VecEnv.call/get_attr/set_attr reach the env: the group stepper then looks
         # at the wrapper chain anew (it may step below the check-only wrappers).
         self._touched = [False]
@@ -143,30 +148,46 @@ class GymAdapter(NativeEnvAdapter):
         return _GymGroupStepper(adapters, rows, block)
 
     # VecEnv.call/get_attr/set_attr reach through gymnasium wrappers, as SyncVectorEnv's
-    # do: a plain getattr on a wrapper misses the inner env's attributes, and a plain
-    # setattr would set a new attribute on the outermost wrapper, leaving the env unchanged.
+    # do: a plain getattr on a wrapper misses the inner env's attributes. set_attr sets an
+    # attribute where a wrapper or the env has it, and a new one on the env itself
+    # (env.unwrapped, where Tianshou's workers put it): gymnasium's set_wrapper_attr would put
+    # it on the outermost wrapper, where the env's own code never sees it.
 
     def get_native_attr(self, name: str) -> Any:
         if name == OBS_KIND_ATTR:  # for the faces' final observations (marl_vec.core.obs_types)
             return self._obs_kind
+        if name == REWARD_KIND_ATTR:
+            return self._reward_kind
+        if name == RESET_OPTIONS_ATTR:
+            return self._reset_options
         self._touched[0] = True  # what it returns (a wrapper, a method) may change the chain
         self._reset_below = None
         return self.env.get_wrapper_attr(name)
 
     def set_native_attr(self, name: str, value: Any) -> None:
+        if name == REWARD_KIND_ATTR:  # a face that cannot wait for get_attr (steps in flight) asks for it
+            self._report_kind = bool(value)
+            return
+        if name == RESET_OPTIONS_ATTR:
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"reset options must be a dict (or None), got {type(value).__name__}")
+            self._reset_options = value
+            return
         self._touched[0] = True
         self._reset_below = None
-        self.env.set_wrapper_attr(name, value)
+        if not self.env.set_wrapper_attr(name, value, force=False):
+            setattr(self.env.unwrapped, name, value)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         below = self._reset_below
+        options, self._reset_options = self._reset_options, None
         if below is None:
-            obs, info = self.env.reset(seed=seed)
+            obs, info = self.env.reset(seed=seed, options=options)
         else:  # TimeLimit.reset's work, then the call the check-only wrappers hand on
             raw_reset, limit = below
             if limit is not None:
                 limit._elapsed_steps = 0
-            obs, info = raw_reset(seed=seed, options=None)
+            obs, info = raw_reset(seed=seed, options=options)
         self._obs[...] = obs
         if self._obs_kind is None:
             self._obs_kind = obs_kind(obs)
@@ -179,6 +200,10 @@ class GymAdapter(NativeEnvAdapter):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._obs[...] = obs
         self._reward[0] = reward
+        if self._reward_kind is None:
+            self._reward_kind = reward_kind(reward)
+            if self._report_kind:
+                info = {**info, REWARD_KIND_ATTR: self._reward_kind}
         self._terminated[0] = terminated
         self._truncated[0] = truncated
         return info
@@ -235,6 +260,7 @@ class _GymGroupStepper(GroupStepper):
         self._touched = [False]
         for adapter in gyms:
             adapter._touched = self._touched
+        self._kinds_missing = any(adapter._reward_kind is None for adapter in gyms)
         self._look_again()
 
     def _look_again(self) -> None:
@@ -280,12 +306,24 @@ class _GymGroupStepper(GroupStepper):
             raise
         finally:
             self._write_columns(first, done)
+            if self._kinds_missing:
+                self._record_reward_kinds(first, done, infos)
         if self._below is None and self._eligible and self._chains_ready():
             chains: list[FastChain] = self._chains  # type: ignore[assignment]  # eligible: none is None
             limits = [chain.limit for chain in chains]
             self._below = ([chain.raw_step for chain in chains], None if limits[0] is None else limits)
             for adapter, chain in zip(self._gyms, chains):
                 adapter._reset_below = (chain.raw.reset, chain.limit)
+
+    def _record_reward_kinds(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
+        """Each env's reward kind (GymAdapter.step's), from the rewards of its first step."""
+        for j in range(first, stop):
+            adapter = self._gyms[j]
+            if adapter._reward_kind is None:
+                adapter._reward_kind = reward_kind(self._rewards[j])
+                if adapter._report_kind:
+                    infos[j] = {**infos[j], REWARD_KIND_ATTR: adapter._reward_kind}
+        self._kinds_missing = any(adapter._reward_kind is None for adapter in self._gyms)
 
     def _step_loop(self, first: int, stop: int, infos: list[dict[str, Any]], env_steps: list[Any]) -> None:
         """Step envs first..stop-1 with ``env_steps`` (the chains' or the raw envs' steps)."""

@@ -109,10 +109,10 @@ class DummyVecEnv(AsyncPool, VecEnv):
                 continue
             self._pool_complete(w, info)
 
-    def recv(self) -> PoolStepResult:
+    def recv(self, timeout: float | None = None) -> PoolStepResult:
         if self._pool_errors:
             raise self._pool_errors.popleft()
-        return super().recv()
+        return super().recv(timeout)
 
     def _step_wait(self) -> list[dict[str, Any]]:
         infos, self._infos = self._infos, []

@@ -29,7 +29,9 @@ Contract:
   :class:`~marl_vec.core.errors.PoolNotReadyError` and nothing is sent: no env is stepped
   twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
-  (``same_step`` or ``fast`` only: ``final_*`` of the finished rows ride in the result).
+  (``same_step`` or ``fast``: ``final_*`` of the finished rows ride in the result; or
+  ``disabled``: a finished env's row holds its last observation, and ``send()`` refuses
+  it until a ``reset()`` names it, which starts a new round as below).
   An env that raises is named by the ``recv()`` that meets its result, and is out of
   the pool until ``reset()``. When one ``recv()`` meets several (answers read in one
   wait), it raises the first and keeps the others: each following ``recv()`` raises
@@ -72,6 +74,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.core import spaces
+from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
 from marl_vec.vec.copies import blank_rows
@@ -204,10 +207,11 @@ class AsyncPool:
     def _pool_check(self, call: str) -> None:
         self._check_open()
         self._pool_check_usable()
-        if not self._keeps_final:
+        if not self._keeps_final and self.autoreset is not AutoresetMode.DISABLED:
             raise ValueError(
-                f"{call}(): the async pool needs autoreset='same_step' or 'fast' (final_* ride in each batch), "
-                f"this {type(self).__name__} uses {self.autoreset.value!r}"
+                f"{call}(): the async pool needs autoreset='same_step' or 'fast' (final_* ride in each batch) "
+                f"or 'disabled' (a finished env waits for its reset), this {type(self).__name__} uses "
+                f"{self.autoreset.value!r}"
             )
         if self._waiting or self._interrupted:
             raise RuntimeError(f"{call}() called while a synchronous step is pending; call step_wait() first")
@@ -229,6 +233,12 @@ class AsyncPool:
         owed = self._pool_owed
         if not ids or len(set(ids)) != len(ids) or not owed.issuperset(ids):
             raise PoolNotReadyError(self._pool_refusal(ids))
+        if self.autoreset is AutoresetMode.DISABLED:
+            finished = [i for i in ids if self.buffers.done[i]]
+            if finished:
+                raise PoolNotReadyError(
+                    f"send() got env_ids {ids}: envs {finished} finished their episode and autoreset='disabled': "
+                    f"call reset(env_ids={finished}) first")
         self._write_action_rows(actions, ids)
         owed.difference_update(ids)
         owner, blocks = self._pool_owner, self._pool_blocks
@@ -290,18 +300,28 @@ class AsyncPool:
                     f"returned by recv() and not sent since (an env is stepped once per recv()): {shown}")
         raise AssertionError("unreachable: every id was owed")
 
-    def recv(self) -> PoolStepResult:
-        """The next ``batch_size`` envs with results not yet returned (blocks until they are)."""
+    def recv(self, timeout: float | None = None) -> PoolStepResult:
+        """The next ``batch_size`` envs with results not yet returned (blocks until they are).
+
+        ``timeout``: wait at most that many seconds for ``batch_size`` envs, then return
+        those ready (at least one: with none ready yet, those ready at the end of the first
+        further ``timeout`` s in which one is), as Tianshou's ``wait_num`` with ``timeout``; fewer envs than ``batch_size`` stepping or
+        ready are then no error. The VecEnv's own ``timeout`` still bounds every wait (a hung env).
+        """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise ValueError(f"recv(timeout=...) must be a positive number of seconds (or None), got {timeout!r}")
         self._pool_check("recv")
         if self._pool_errors:  # an error an earlier recv() read along with the one it raised
             raise self._pool_errors.popleft()
         need = self.batch_size
         ready = self._pool_ready
-        if len(ready) + self._pool_in_flight < need:
+        # With a timeout, fewer than batch_size envs are a batch too (none would never come).
+        if len(ready) + self._pool_in_flight < (need if timeout is None else 1):
             raise PoolNotReadyError(self._pool_shortage())
         if len(ready) < need:
-            self._pool_wait(need)
-        ids_list = [ready.popleft() for _ in range(need)]
+            self._pool_wait(need, soft=timeout)
+        ids_list = [ready.popleft() for _ in range(min(need, len(ready)))]
         self._pool_owed.update(ids_list)
         ids = np.array(ids_list, dtype=np.int64)
         pop = self._pool_infos.pop
@@ -322,8 +342,8 @@ class AsyncPool:
         # final_* rows of envs not done: blanks, as step() gives them (the rows taken are copies).
         blank = None if np.count_nonzero(done) == done.size else ~done
 
-        def finals_of(tree: Any) -> Any:
-            return None if tree is None else spaces.tree_map(lambda rows: blank_rows(rows, blank), rows_of(tree))
+        def finals_of(tree: Any) -> Any:  # (autoreset='disabled': None, as step() gives them)
+            return None if tree is None or not self._keeps_final else spaces.tree_map(lambda rows: blank_rows(rows, blank), rows_of(tree))
         return PoolStepResult(
             rows_of(buf.obs), rows_of(buf.state), None if avail is None else avail[ids], buf.agent_mask[ids],
             buf.reward[ids], buf.terminated[ids], buf.truncated[ids], done, infos,
@@ -350,18 +370,30 @@ class AsyncPool:
             parts.append(never)
         return "; ".join(parts)
 
-    def _pool_wait(self, need: int, drop_errors: bool = False) -> None:
+    def _pool_wait(self, need: int, drop_errors: bool = False, soft: float | None = None) -> None:
         """Read the workers' answers until ``need`` envs are ready, or nothing is in flight
-        (bounded by timeout). An env's error is raised once the answers read are recorded
+        (bounded by timeout); ``soft``: or at the end of the first window of ``soft`` seconds
+        in which an env is ready (Tianshou's ``wait`` with a timeout, called again while none is).
+        An env's error is raised once the answers read are recorded
         (``drop_errors``: not raised; the env is out of the pool all the same). Errors read
         in one wait are all kept in ``_pool_errors``: the first is raised here, the next
         recv() calls raise the others, one each."""
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        now = time.monotonic()
+        deadline = None if self.timeout is None else now + self.timeout
+        enough_at = None if soft is None else now + soft
         flying = self._pool_flying
         while len(self._pool_ready) < need and self._pool_in_flight:
             workers = [w for w, envs in enumerate(flying) if envs]
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            answered = self._pool_answered(workers, remaining)
+            now = time.monotonic()
+            if enough_at is not None and now >= enough_at:
+                if self._pool_ready:
+                    return  # the soft deadline passed with envs ready: recv() returns those
+                enough_at = now + soft  # type: ignore[operator]  # none yet: another window, as Tianshou waits
+            remaining = None if deadline is None else max(0.0, deadline - now)
+            windowed = enough_at is not None and (remaining is None or enough_at - now < remaining)
+            answered = self._pool_answered(workers, enough_at - now if windowed else remaining)  # type: ignore[operator]
+            if not answered and windowed:
+                continue
             if not answered:
                 self._pool_timed_out(workers)
             errors = self._pool_errors

@@ -48,3 +48,38 @@ def test_sb3_style_has_attr_probe_answers_false(backend, request):
     with make_backend(backend, [DyingAgentEnv] * E, request, env_seed=0) as venv:
         venv.reset()
         assert has_attr(venv, "episode_len") and not has_attr(venv, "action_masks")
+
+
+def _wrapped_bonus_env():
+    """A gymnasium env behind wrappers whose own step reads a new attribute ``bonus``."""
+    import gymnasium as gym
+
+    class BonusEnv(gym.Env):
+        observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(1, np.float32), 1.0 + getattr(self, "bonus", 0.0), False, False, {}
+
+    return gym.wrappers.OrderEnforcing(gym.wrappers.TimeLimit(BonusEnv(), 100))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_set_attr_of_a_new_attribute_lands_on_the_env_itself(backend, request):
+    """A new attribute goes where the env's own code sees it (env.unwrapped, as Tianshou's
+    workers put it); gymnasium's set_wrapper_attr would put it on the outermost wrapper.
+    An attribute a wrapper has is still set on that wrapper."""
+    with make_backend(backend, [_wrapped_bonus_env] * 2, request, env_seed=0) as venv:
+        venv.reset()
+        venv.set_attr("bonus", [0.5, 2.0])
+        assert venv.get_attr("bonus") == [0.5, 2.0]
+        assert venv.call("get_wrapper_attr", "bonus") == [0.5, 2.0]
+        assert venv.step(np.zeros((2, 1), dtype=np.int64)).reward[:, 0].tolist() == [1.5, 3.0]
+        venv.set_attr("_max_episode_steps", 3, indices=[1])  # TimeLimit's own: set on it
+        assert venv.get_attr("_max_episode_steps") == [100, 3]
+        venv.step(np.zeros((2, 1), dtype=np.int64))
+        assert venv.step(np.zeros((2, 1), dtype=np.int64)).truncated[:, 0].tolist() == [False, True]

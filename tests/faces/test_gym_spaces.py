@@ -377,3 +377,20 @@ def test_final_obs_leaves_are_the_envs_own_types_as_sync_vector_envs(fn, backend
     ours, theirs = face_and_sync(fn, "same_step", backend)
     assert run_both(ours, theirs) >= 2  # assert_same compares each leaf's type and dtype
     ours.close(), theirs.close()
+
+
+def cartpole_unsorted_dict() -> gym.Env:  # keys not in the sorted order of gymnasium's Dict space
+    space = Dict({"vel": Box(-np.inf, np.inf, (2,), np.float32), "pos": Box(-np.inf, np.inf, (2,), np.float32)})
+    return TransformObservation(gym.make("CartPole-v1"), lambda o: {"vel": o[2:], "pos": o[:2]}, space)
+
+
+def test_final_obs_dicts_keep_the_envs_own_key_order():
+    ours, theirs = face_and_sync(cartpole_unsorted_dict, "same_step", "dummy")
+    ours.reset(seed=0), theirs.reset(seed=0)
+    finals = []
+    for envs in (ours, theirs):
+        while "final_obs" not in (infos := envs.step(np.zeros(E, np.int64))[4]):
+            pass
+        finals.append(infos["final_obs"][int(np.flatnonzero(infos["_final_obs"])[0])])
+    assert list(finals[0]) == list(finals[1]) == ["vel", "pos"]
+    ours.close(), theirs.close()

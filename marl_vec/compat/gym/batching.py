@@ -50,7 +50,9 @@ def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool,
     """
     if isinstance(space, gymnasium.spaces.Dict):
         kinds = kind if isinstance(kind, dict) else {}
-        return {key: final_obs_of(child, tree[key], env, copy, kinds.get(key)) for key, child in space.spaces.items()}
+        # In the env's own key order where the kind knows it (gymnasium's Dict space sorts its keys).
+        keys = list(kinds) if kinds.keys() == space.spaces.keys() else list(space.spaces)
+        return {key: final_obs_of(space.spaces[key], tree[key], env, copy, kinds.get(key)) for key in keys}
     if isinstance(space, gymnasium.spaces.Tuple):
         kinds = kind if isinstance(kind, tuple) and len(kind) == len(space.spaces) else (None,) * len(space.spaces)
         return tuple(final_obs_of(child, tree[i], env, copy, kinds[i]) for i, child in enumerate(space.spaces))
