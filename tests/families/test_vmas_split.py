@@ -42,8 +42,9 @@ def _episodes(venvs: list[mv.VecEnv], steps: int) -> list[np.ndarray]:
     bounds = np.cumsum([0, *sizes])
     spec = venvs[0].spec
     rng = np.random.default_rng(5)
-    out = [np.concatenate([v.reset().obs for v in venvs])]
-    avail = np.ones((N, spec.n_agents, spec.n_actions), dtype=bool) if spec.discrete else None
+    first = [v.reset() for v in venvs]
+    out = [np.concatenate([r.obs for r in first])]
+    avail = np.concatenate([r.avail_actions for r in first]) if spec.discrete else None  # fixed per scenario
     for _ in range(steps):
         actions = random_actions(rng, spec, N, avail)
         results = [v.step(actions[lo:hi]) for v, lo, hi in zip(venvs, bounds[:-1], bounds[1:])]
