@@ -15,8 +15,8 @@ VMAS's random state. Each VMAS batch is padded to a multiple of 32 envs
 batch's width. So env i's episodes depend on its seed and its actions only, on
 every backend and for any split of envs into batches (a DummyVecEnv is one batch;
 a SubprocVecEnv one per worker), except in the scenarios of
-``catalog.SPLIT_DEPENDENT`` (noise drawn for the whole batch while stepping, or a
-reset that changes other envs), where they hold for the same split only. With the
+``catalog.SPLIT_DEPENDENT`` (draws made for the whole batch at once, or a reset
+that changes other envs), where they hold for the same split only. With the
 option ``batched_reset=True``, a reset of a whole batch at once is one VMAS
 ``reset`` seeded from all its envs' seeds (``catalog.batch_seed``): fast, but those
 episodes depend on the batch's seeds together.
