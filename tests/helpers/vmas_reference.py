@@ -14,6 +14,8 @@ family's documented rules, written here again from VMAS's own API:
   ``env.reset(seed=word)``, ``word`` the first 32-bit word of
   ``SeedSequence([*seeds, *episodes])`` (each env's seed, then how many episodes
   each has started), and every env's episode count goes on by one;
+- a block of ``k`` envs is a VMAS batch of ``k`` rounded up to a multiple of 32 envs: the
+  envs past ``k`` are padding, stepped with zero actions, never reset one by one and never read;
 - each block runs on its own copy of VMAS's process-wide random state
   (``Environment.vmas_random_state``), swapped in around its calls;
 - terminated is VMAS's ``terminated``; truncated is VMAS's ``truncated`` where
@@ -36,6 +38,7 @@ with warnings.catch_warnings():
     from vmas.simulator.environment import Environment
 
 OPTIONS = ("continuous_actions", "max_steps", "clamp_actions", "batched_reset")
+PAD = 32  # the family's rule (docs/families/vmas.md), written here again
 
 
 def word(seed: int, episode: int) -> int:
@@ -49,8 +52,10 @@ class Block:
         self.seeds, self.episodes = list(seeds), [0] * len(seeds)
         self.random = list(Environment.vmas_random_state)
         own = {k: v for k, v in kwargs.items() if k not in OPTIONS}
+        self.k = len(seeds)
+        self.native_width = -(-self.k // PAD) * PAD
         with self.active():
-            self.env = vmas.make_env(scenario, num_envs=len(seeds), device="cpu", seed=0, terminated_truncated=True,
+            self.env = vmas.make_env(scenario, num_envs=self.native_width, device="cpu", seed=0, terminated_truncated=True,
                                      continuous_actions=kwargs.get("continuous_actions", True),
                                      max_steps=kwargs.get("max_steps"),
                                      clamp_actions=kwargs.get("clamp_actions", False), **own)
@@ -71,9 +76,9 @@ class Block:
             shared[:] = outside
 
     def _stack(self, obs: list[torch.Tensor]) -> np.ndarray:
-        out = np.zeros((len(self.seeds), len(obs), self.width), dtype=np.float32)
+        out = np.zeros((self.k, len(obs), self.width), dtype=np.float32)
         for a, o in enumerate(obs):
-            out[:, a, : o.shape[1]] = o.numpy()
+            out[:, a, : o.shape[1]] = o.numpy()[: self.k]
         return out
 
     def _reset(self, slots: list[int]) -> np.ndarray:
@@ -94,23 +99,27 @@ class Block:
 
     def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
         per_agent = []
+        k = self.k
         for a, space in enumerate(self.env.action_space.spaces):
             if self.continuous:
-                per_agent.append(torch.tensor(actions[:, a, : space.shape[0]], dtype=torch.float32))
+                act = torch.zeros((self.native_width, space.shape[0]), dtype=torch.float32)
+                act[:k] = torch.tensor(actions[:, a, : space.shape[0]], dtype=torch.float32)
             else:
-                per_agent.append(torch.tensor(actions[:, a : a + 1], dtype=torch.int64))
+                act = torch.zeros((self.native_width, 1), dtype=torch.int64)
+                act[:k] = torch.tensor(actions[:, a : a + 1], dtype=torch.int64)
+            per_agent.append(act)
         with self.active():
             obs, rewards, terminated, truncated, _ = self.env.step(per_agent)
             last = self._stack(obs)
-            term = terminated.numpy().reshape(-1).copy()
-            cut = truncated.numpy().reshape(-1) & ~term
+            term = terminated.numpy().reshape(-1)[:k].copy()
+            cut = truncated.numpy().reshape(-1)[:k] & ~term
             done = term | cut
             following = last.copy()  # envs that go on keep the step's observation (TorchRL's idiom too):
             if done.any():  # road_traffic's observation() changes its state, so a second read differs
                 following[done] = self._reset(np.flatnonzero(done).tolist())[done]
         n_agents = len(per_agent)
         return {"obs": following, "final_obs": last, "done": done,
-                "reward": np.stack([r.numpy().reshape(-1) for r in rewards], axis=1).astype(np.float32),
+                "reward": np.stack([r.numpy().reshape(-1)[:k] for r in rewards], axis=1).astype(np.float32),
                 "terminated": np.repeat(term[:, None], n_agents, axis=1),
                 "truncated": np.repeat(cut[:, None], n_agents, axis=1)}
 

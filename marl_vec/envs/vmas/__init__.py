@@ -10,14 +10,15 @@ VMAS batch). See docs/families/vmas.md.
 Reproducibility: VMAS has one random state per process, not one per env. Each
 env is reseeded before each of its resets (episode ``n`` of an env seeded ``s``
 starts from ``episode_seed(s, n)``), and each batch draws from its own copy of
-VMAS's random state. So the same seeds and actions give the same episodes on
-every backend for the same split of envs into batches (a DummyVecEnv is one
-batch; a SubprocVecEnv one per worker). Scenarios that draw random numbers
-while stepping (noise) draw them for the whole batch at once: their episodes
-depend on the batch they run in, and can differ between two splits. Those
-that draw only at reset give the same episodes for every split. With the option
-``batched_reset=True``, a reset of a whole batch at once is one VMAS ``reset``
-seeded from all its envs' seeds (``catalog.batch_seed``): fast, but those
+VMAS's random state. Each VMAS batch is padded to a multiple of 32 envs
+(``engine.PAD_ENVS``), so that torch's kernels round env i the same whatever the
+batch's width. So env i's episodes depend on its seed and its actions only, on
+every backend and for any split of envs into batches (a DummyVecEnv is one batch;
+a SubprocVecEnv one per worker), except in the scenarios of
+``catalog.SPLIT_DEPENDENT`` (draws made for the whole batch at once, or a reset
+that changes other envs), where they hold for the same split only. With the
+option ``batched_reset=True``, a reset of a whole batch at once is one VMAS
+``reset`` seeded from all its envs' seeds (``catalog.batch_seed``): fast, but those
 episodes depend on the batch's seeds together.
 
 Example:

@@ -55,9 +55,27 @@ SERVED = SCENARIOS + MPE_SCENARIOS + DEBUG_SCENARIOS
 # Scenarios of vmas 1.5.2 that are not served, each with its reason (none: all run on CPU).
 LEFT_OUT: dict[str, str] = {}
 
+# Scenarios whose env i's episodes depend on the batch it runs in, not only on its seed and actions,
+# each with its reason (found by tests/families/test_vmas_split.py: one batch of 8 against batches
+# of 1 to 7 and SubprocVecEnv's two of 4). The others give env i the same episodes for any split
+# (torch's rounding by batch width is taken away by padding: marl_vec.envs.vmas.engine.PAD_ENVS).
+_JOINTS = ("its joints: a reset of one env recomputes the joint landmarks of every env of the batch "
+           "(VMAS's Joint.notify), which rounds otherwise than the scenario's own placing")
+SPLIT_DEPENDENT = {
+    "asym_joint": _JOINTS,
+    "buzz_wire": _JOINTS,
+    "discovery": "it draws new target positions from the batch's random stream while stepping",
+    "football": "its AI draws noise for the whole batch from the batch's random stream at each step",
+    "het_mass": "its agents' masses are one number for the whole batch, redrawn at every env's reset",
+    "road_traffic": "it draws from the batch's random stream while stepping and reading observations, "
+                    "and its observation() changes every env's state",
+    "simple_crypto": "a reset of env i draws a key and a secret for every env of the batch and keeps row i: "
+                     "env i's draw depends on its place in its batch",
+}
+
 # make_env keywords that are not env options here, each with its reason.
 REFUSED = {
-    "num_envs": "the batch sets it (VMAS's batch_dim is the number of envs of a block)",
+    "num_envs": "the batch sets it (VMAS's batch_dim is a block's number of envs, padded to a multiple of 32)",
     "seed": "envs are seeded by the VecEnv (env_seed, reset(seed=...))",
     "device": "the family runs VMAS on the CPU (its outputs are copied into numpy buffers)",
     "wrapper": "the family is the wrapper",

@@ -3,7 +3,9 @@
 One idea: :class:`VmasAdapter` is one env slot of a block, and
 :class:`VmasStepper` is the :class:`~marl_vec.envs.base.GroupStepper` that owns
 the group's :class:`VmasBlock`: one ``vmas.Environment`` whose ``batch_dim`` is
-the number of envs of the group, its private random state and each slot's seed.
+the number of envs of the group padded up to a multiple of :data:`PAD_ENVS` (the
+padding envs are stepped, never reset one by one and never read), its private
+random state and each slot's seed.
 One group step is one ``Environment.step`` (every env of the block), then one
 copy per output tensor into the batch buffers (``Tensor.numpy()`` is zero-copy
 on the CPU; the buffers are never aliased to torch's memory). Nothing runs per
@@ -54,16 +56,39 @@ from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.vmas.catalog import batch_seed, episode_seed
 from marl_vec.envs.vmas.model import Model, RandomState, model_of, raw_calls, seed_installed
 
+# The VMAS batch of a block of k envs is padded up to a multiple of this many envs. torch's CPU
+# kernels run a contiguous array in blocks of 2 SIMD vectors (32 float32 with AVX-512, 16 with
+# AVX2) and the tail past the last whole block in a scalar loop, which rounds differently
+# (logaddexp, atan2, ...: tests/families/test_vmas_split.py has the plain-torch proof). Without
+# padding, env i of a batch of 8 (a (8, 4) tensor: one whole block) and of a batch of 4 (all tail)
+# take different roundings. With every batch a multiple of 32 wide, every per-env array is a
+# multiple of 32 elements long, so each element takes the vector path whatever the batch.
+PAD_ENVS = 32
+
+
+def padded_width(k: int) -> int:
+    """The width of the VMAS batch that serves ``k`` envs: ``k`` rounded up to a multiple of
+    :data:`PAD_ENVS` (the padding envs are stepped with zero actions and never read).
+
+    Example:
+        >>> padded_width(1), padded_width(32), padded_width(33)
+        (32, 32, 64)
+    """
+    return -(-k // PAD_ENVS) * PAD_ENVS
+
+
 class VmasBlock:
-    """The VMAS side of ``k`` slots: the native batch, its random state, each slot's seed chain."""
+    """The VMAS side of ``k`` slots: the native batch (``padded_width(k)`` envs wide, the ones
+    past ``k`` padding), its random state, each slot's seed chain."""
 
     def __init__(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]):
         import torch
 
         self.torch = torch
         self.model, self.k = model, k
+        self.width = padded_width(k)
         self.random = RandomState()
-        self.env = model.native(k, self.random)
+        self.env = model.native(self.width, self.random)
         self.raw = raw_calls()  # VMAS's calls without their own random-state swap: ours is once a step
         # Each slot's seed and the number of episodes started from it (episode_seed's arguments).
         self.base: list[int | None] = [None] * k
@@ -74,14 +99,15 @@ class VmasBlock:
         self.block, self.rows = block, list(rows)
         self.sizes = model.obs_sizes
         # Zero-copy numpy views of the block's actions, one per agent, in what VMAS takes:
-        # (k, size) float32 for Box actions, (k, 1) int64 for Discrete ones.
+        # (width, size) float32 for Box actions, (width, 1) int64 for Discrete ones.
         self._actions = block.actions
+        # The padding envs' rows stay 0 (no force; Discrete action 0, VMAS's no-op).
         if model.continuous:
-            self._action_buffer = np.zeros((k, len(model.action_sizes), max(model.action_sizes)), np.float32)
+            self._action_buffer = np.zeros((self.width, len(model.action_sizes), max(model.action_sizes)), np.float32)
             self._agent_actions = [torch.from_numpy(self._action_buffer[:, a, :size])
                                    for a, size in enumerate(model.action_sizes)]
         else:
-            self._action_buffer = np.zeros((k, len(model.action_sizes), 1), np.int64)
+            self._action_buffer = np.zeros((self.width, len(model.action_sizes), 1), np.int64)
             self._agent_actions = [torch.from_numpy(self._action_buffer[:, a]) for a in range(len(model.action_sizes))]
         avail = None
         if not model.continuous:
@@ -162,20 +188,21 @@ class VmasBlock:
         if self.pending.any():  # a reset outside a group's reset() (an adapter used alone)
             self.flush()
         # Validated by the VecEnv (shape, range). The agents' tensors view _action_buffer.
+        k, width = self.k, self.width
         if self.model.continuous:
-            np.copyto(self._action_buffer, self._actions, casting="unsafe")
+            np.copyto(self._action_buffer[:k], self._actions, casting="unsafe")
         else:
-            np.copyto(self._action_buffer[..., 0], self._actions, casting="unsafe")
+            np.copyto(self._action_buffer[:k, :, 0], self._actions, casting="unsafe")
         with self.random.installed():  # one swap for the step and the resets of the envs that ended
             obs, rewards, terminated, truncated, _infos = self.raw.step(self.env, list(self._agent_actions))
             block = self.block
             for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
-                np.copyto(block.obs[:, a, :size], tensor.numpy())
-            k = self.k  # some scenarios give (k, 1) rewards or flags: a view of (k,)
+                np.copyto(block.obs[:, a, :size], tensor.numpy()[:k])
+            # Some scenarios give (width, 1) rewards or flags: a view of (width,), then the first k.
             for a, tensor in enumerate(rewards):
-                np.copyto(block.reward[:, a], tensor.numpy().reshape(k), casting="same_kind")
-            ended = terminated.numpy().reshape(k)
-            cut = truncated.numpy().reshape(k) & ~ended  # an episode that ended at the step limit ended: not cut
+                np.copyto(block.reward[:, a], tensor.numpy().reshape(width)[:k], casting="same_kind")
+            ended = terminated.numpy().reshape(width)[:k]
+            cut = truncated.numpy().reshape(width)[:k] & ~ended  # ended at the step limit: ended, not cut
             np.copyto(block.terminated, ended[:, None])
             np.copyto(block.truncated, cut[:, None])
             done = ended | cut
