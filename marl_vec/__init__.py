@@ -1,7 +1,9 @@
 """marl_vec: many copies of a multi-agent environment as one batch.
 
->>> import marl_vec as mv
->>> venv = mv.make("mpe/simple_spread", num_envs=4)  # doctest: +SKIP
+```python
+import marl_vec as mv
+venv = mv.make("mpe/simple_spread", num_envs=4)
+```
 """
 
 from marl_vec import envs

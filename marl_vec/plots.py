@@ -1,4 +1,4 @@
-"""Moved to :mod:`marl_vec.tools.plots`; this path stays so that code importing it keeps working.
+"""Moved to `marl_vec.tools.plots`; this path stays so that code importing it keeps working.
 
 The module replaces itself with the one it names: both names are one module object, so
 monkeypatching either reaches the same attributes.

@@ -1,28 +1,28 @@
 """Faces of marl_vec for other ecosystems.
 
-- :class:`GymVectorEnv`: a ``gymnasium.vector.VectorEnv`` over any single-agent
+- [`GymVectorEnv`][marl_vec.compat.gym.vector.GymVectorEnv]: a ``gymnasium.vector.VectorEnv`` over any single-agent
   marl_vec VecEnv, so gymnasium-based trainers (CleanRL style) run unchanged.
-- :class:`BatchOfOne`: one ``gymnasium.Env`` as a batch of size 1, with
+- [`BatchOfOne`][marl_vec.compat.batch_of_one.BatchOfOne]: one ``gymnasium.Env`` as a batch of size 1, with
   gymnasium's next-step autoreset.
-- :class:`SB3VecEnv`: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
-- :class:`TorchRLEnv`: a TorchRL multi-agent ``EnvBase`` (extra ``torchrl``), and
+- [`SB3VecEnv`][marl_vec.compat.sb3.SB3VecEnv]: a Stable-Baselines3 ``VecEnv`` (extra ``sb3``; imported on first use).
+- [`TorchRLEnv`][marl_vec.compat.torchrl.TorchRLEnv]: a TorchRL multi-agent ``EnvBase`` (extra ``torchrl``), and
   ``marl_vec.compat.benchmarl.MarlVecTask``: any marl_vec config as a BenchMARL task
   (extra ``benchmarl``); not re-exported here, because it builds its envs from
   marl_vec configs, a layer above the faces.
-- :class:`XuanCeVecEnv`: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
+- [`XuanCeVecEnv`][marl_vec.compat.xuance.XuanCeVecEnv]: XuanCe's multi-agent vec env (``DummyVecMultiAgentEnv``) over any
   marl_vec VecEnv (extra ``xuance``, in its own venv: numpy<2, gymnasium<1.3).
-- :class:`OpponentSeat`: a turn-based game seen from one seat against a fixed opponent
+- [`OpponentSeat`][marl_vec.compat.opponent.OpponentSeat]: a turn-based game seen from one seat against a fixed opponent
   (what SB3VecEnv and GymVectorEnv serve a turn-based batch through; ``opponent=``).
-- :class:`AgileRLVecEnv`: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
+- [`AgileRLVecEnv`][marl_vec.compat.agilerl.AgileRLVecEnv]: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
   venv of its own; imported on first use).
-- :class:`TianshouVectorEnv`: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
+- [`TianshouVectorEnv`][marl_vec.compat.tianshou.TianshouVectorEnv]: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
   its own: scripts/install_tianshou_venv.sh; imported on first use).
 - ``marl_vec.compat.pymarl``: the PyMARL school's env face (``PyMARLEnv``) and runner face
   (``MarlVecRunner``), put into pymarlzooplus's / EPyMARL's registries by ``register()``
   (in .venv-pymarl: scripts/install_pymarl_venv.sh); not re-exported here, because they
   build their envs from marl_vec configs, a layer above the faces.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> import marl_vec as mv
     >>> from marl_vec.compat import GymVectorEnv

@@ -28,14 +28,14 @@ over the same PettingZoo envs, seeds and actions:
 
 Rewards are float64, as PettingZoo envs give them (Python floats): with float32
 the fitness would differ from AgileRL's own vec env by rounding. So the VecEnv
-must have ``reward_dtype="float64"``; :meth:`AgileRLVecEnv.from_config` builds one
+must have ``reward_dtype="float64"``; [`AgileRLVecEnv.from_config`][marl_vec.compat.agilerl.AgileRLVecEnv.from_config] builds one
 so by default. It must autoreset ``same_step`` (or ``fast``).
 
 Not supported: per-agent observation spaces of different shapes (marl_vec pads
 every agent's observation to the largest, and the face reports that padded
 space for every agent), Dict/Tuple observations, and ``reset`` options.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import AgileRLVecEnv
     >>> env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2)  # float64 rewards
@@ -122,7 +122,9 @@ class AgileRLVecEnv(PettingZooVecEnv):
     def from_config(cls, source: Any, action_mask: bool = False, **overrides: Any) -> "AgileRLVecEnv":
         """The face over ``marl_vec.make(source, **overrides)`` with float64 rewards (PettingZoo's own).
 
-        >>> env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2, backend="dummy")  # doctest: +SKIP
+        ```python
+        env = AgileRLVecEnv.from_config("mpe/simple_spread", num_envs=2, backend="dummy")
+        ```
         """
         from marl_vec.tools.config import make
 

@@ -7,7 +7,7 @@ before the env sees them, and an ended episode resets on the next step, as
 gymnasium >= 1.0 (``AutoresetMode.NEXT_STEP``): that step returns the reset
 observation with zero reward and False flags.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> env = BatchOfOne(gym.make("CartPole-v1"))
     >>> obs, info = env.reset(seed=0)

@@ -1,7 +1,7 @@
 """MarlVecTask: any marl_vec config as a BenchMARL task (extra ``benchmarl``).
 
-BenchMARL builds its envs from a :class:`benchmarl.environments.TaskClass`; this one
-builds a :class:`marl_vec.compat.torchrl.TorchRLEnv` over ``marl_vec.make(config)``:
+BenchMARL builds its envs from a `benchmarl.environments.TaskClass`; this one
+builds a [`marl_vec.compat.torchrl.TorchRLEnv`][marl_vec.compat.torchrl.TorchRLEnv] over ``marl_vec.make(config)``:
 
 - ``num_envs`` from BenchMARL (its ``n_envs_per_worker`` / ``evaluation_episodes``)
   becomes ``vec.num_envs``; ``seed`` becomes ``vec.env_seed``: env i is seeded ``seed + i``.
@@ -28,7 +28,7 @@ Task config keys: ``config`` (a YAML path, a shipped config name such as
 ``fast``: Football restores a snapshot instead of resetting), ``render`` (BenchMARL may call ``render()``;
 default False).
 
-Example:
+Examples:
     >>> from benchmarl.algorithms import MappoConfig
     >>> from benchmarl.experiment import Experiment, ExperimentConfig
     >>> from benchmarl.models import MlpConfig
@@ -36,8 +36,8 @@ Example:
     >>> task = MarlVecTask.from_config("mpe/simple_spread")  # groups as native: {"agent": [agent_0..2]}
     >>> experiment = Experiment(task=task, algorithm_config=MappoConfig.get_from_yaml(),
     ...     model_config=MlpConfig.get_from_yaml(), critic_model_config=MlpConfig.get_from_yaml(),
-    ...     seed=0, config=ExperimentConfig.get_from_yaml())  # doctest: +SKIP
-    >>> experiment.run()  # doctest: +SKIP
+    ...     seed=0, config=ExperimentConfig.get_from_yaml())
+    >>> experiment.run()
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ class MarlVecTask(TaskClass):
     def from_config(cls, source: Any, name: str | None = None, **task_config: Any) -> "MarlVecTask":
         """The task for a marl_vec config; its name defaults to the env id, made path-safe.
 
+        ```pycon
         >>> MarlVecTask.from_config("mpe/simple_spread").name
         'mpe2_simple_spread_v3'
+        ```
         """
         cfg = load_config(source)
         if name is None:

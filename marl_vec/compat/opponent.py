@@ -1,16 +1,16 @@
 """OpponentSeat: a turn-based batch as a single-agent one, against a fixed opponent.
 
-Single-agent faces (:class:`~marl_vec.compat.SB3VecEnv`,
-:class:`~marl_vec.compat.GymVectorEnv`) serve a turn-based game (``spec.turn_based``)
+Single-agent faces (`SB3VecEnv`,
+[`GymVectorEnv`][marl_vec.compat.gym.vector.GymVectorEnv]) serve a turn-based game (``spec.turn_based``)
 through this wrapper: the learner holds one seat, every other seat is played by
 ``opponent``, a callable ``opponent(obs, avail) -> moves`` over the rows of the envs
 where an opponent is to move (``obs`` that agent's observations, ``avail`` its legal
 moves, ``(n, n_actions)`` bool; returns ``n`` moves). The default,
-:class:`RandomLegal`, plays a uniformly random legal move.
+[`RandomLegal`][marl_vec.compat.opponent.RandomLegal], plays a uniformly random legal move.
 
 After ``reset()`` and after every ``step()``, the learner is to move in every env:
 the wrapper steps the batch with the opponent's moves where the opponent is to move,
-while the learner's envs wait (``WAIT``, :mod:`marl_vec.vec.turns`). One learner step
+while the learner's envs wait (``WAIT``, `marl_vec.vec.turns`). One learner step
 is the learner's move plus the opponent's answers; its reward is what the learner got
 over them (the -1 of a game the opponent won comes with the opponent's winning move).
 At a game's end, ``final_obs``/``final_avail_actions`` are the learner's last view and
@@ -34,7 +34,7 @@ The rules it keeps:
   results it cut off (every env for a step, the reset ones for a reset) must be
   reset: until then ``step()`` raises ``RuntimeError`` naming them.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> from marl_vec.envs.registry import make_env_fn
     >>> venv = mv.make_vec([make_env_fn("pettingzoo", "pettingzoo.classic.tictactoe_v3")] * 2)
@@ -100,7 +100,7 @@ class OpponentSeat:
 
     Args:
         venv: a turn-based batch (``spec.turn_based``) with Discrete moves; this wrapper owns it.
-        opponent: plays every other seat; None: :class:`RandomLegal` seeded with 0.
+        opponent: plays every other seat; None: [`RandomLegal`][marl_vec.compat.opponent.RandomLegal] seeded with 0.
         seat: the learner's agent, an index or an id.
     """
 
@@ -400,7 +400,7 @@ class _Step:
 
 
 def serve_seat(venv: Any, opponent: Opponent | None, seat: int | str, face: str, library: str) -> Any:
-    """What a single-agent face serves: a turn-based batch as an :class:`OpponentSeat`;
+    """What a single-agent face serves: a turn-based batch as an [`OpponentSeat`][marl_vec.compat.opponent.OpponentSeat];
     a one-agent batch as it is (``opponent`` is then refused); nothing else, since
     ``library`` (e.g. "SB3's VecEnv") has no agent axis."""
     if getattr(venv.spec, "turn_based", False):

@@ -30,7 +30,7 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
 
 SB3's own test suite runs on this face: ``scripts/run_sb3_suite.sh`` (docs/faces/stable_baselines3.md).
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> import marl_vec as mv
     >>> from marl_vec.compat import SB3VecEnv
@@ -75,7 +75,7 @@ class SB3VecEnv(SB3BaseVecEnv):
         monitor: add SB3 Monitor's ``infos[i]["episode"]`` at episode ends.
         opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
             ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
-            random legal move); see :mod:`marl_vec.compat.opponent`. ``env_method("action_masks")``
+            random legal move); see `marl_vec.compat.opponent`. ``env_method("action_masks")``
             then gives the learner's legal moves (sb3-contrib's MaskablePPO).
         seat: the learner's agent in a turn-based game, an index or an id.
     """
@@ -110,7 +110,7 @@ class SB3VecEnv(SB3BaseVecEnv):
     # -- SB3 VecEnv API -------------------------------------------------------------
 
     def reset(self) -> VecEnvObs:
-        """Reset every env with the seeds of :meth:`seed` (then forgotten), or continuing its stream."""
+        """Reset every env with the seeds of [`seed`][marl_vec.compat.tianshou.TianshouVectorEnv.seed] (then forgotten), or continuing its stream."""
         if any(self._options):
             raise ValueError("SB3VecEnv: reset options are not supported (marl_vec passes no options to envs)")
         r = None

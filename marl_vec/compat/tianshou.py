@@ -36,7 +36,7 @@ Three layouts (``agents=``):
 - ``"single"`` (default): a one-agent VecEnv as Tianshou's single-agent envs are:
   ``obs`` (R, *obs_shape), ``rew`` (R,), ``terminated``/``truncated`` (R,),
   actions (R,) or (R, *action_shape); dtypes those of the envs' own values, as
-  Tianshou stacks them (a Python int reward is int64: :mod:`~marl_vec.compat.tianshou_values`);
+  Tianshou stacks them (a Python int reward is int64: `tianshou_values`);
   Dict observations an object array of one dict per env, as Tianshou gives them.
 - ``"axis"``: simultaneous-move multi-agent envs with an agent axis, for a policy
   of your own: ``obs`` is a Tianshou ``Batch`` with ``obs`` (R, A, *obs_shape),
@@ -59,7 +59,7 @@ Three layouts (``agents=``):
 A turn-based VecEnv is refused by ``"single"``/``"axis"`` and a simultaneous one
 by ``"turns"``, each error naming the layout to use.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> import marl_vec as mv
     >>> from marl_vec.compat.tianshou import TianshouVectorEnv
@@ -153,7 +153,7 @@ class TianshouVectorEnv(BaseVectorEnv):
     Args:
         venv: a marl_vec VecEnv with ``autoreset="same_step"`` (or ``"fast"``, or
             ``"disabled"`` for resets at ``reset(env_id)``, not with ``"turns"``); build it
-            with ``env_seed=None`` for Tianshou's unseeded first reset, or call :meth:`seed`.
+            with ``env_seed=None`` for Tianshou's unseeded first reset, or call [`seed`][marl_vec.compat.tianshou.TianshouVectorEnv.seed].
         agents: ``"single"`` (one-agent VecEnvs, Tianshou's layout), ``"axis"`` (an agent axis)
             or ``"turns"`` (turn-based games, Tianshou's ``PettingZooEnv`` convention).
         wait_num: async: return after this many envs finished a step (None: synchronous).

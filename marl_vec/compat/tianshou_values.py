@@ -3,9 +3,9 @@
 Tianshou ``np.stack``\\ s what each env returned: a Python int reward becomes int64,
 an int array observation under a float32 ``Box`` stays int64, a dict observation
 stays the env's dict (an object array of one dict per env, keys in the env's order).
-The VecEnv's buffers hold the spaces' dtypes instead, so :class:`NativeValues` takes
-the kinds a :class:`~marl_vec.envs.gym.GymAdapter` records of its env's own values
-(:mod:`marl_vec.core.obs_types`) and gives each batch back in those types. Envs of
+The VecEnv's buffers hold the spaces' dtypes instead, so `NativeValues` takes
+the kinds a `GymAdapter` records of its env's own values
+(`marl_vec.core.obs_types`) and gives each batch back in those types. Envs of
 other families keep the VecEnv's dtypes.
 
 When the kinds are read matters in async use: ``get_attr`` waits for the envs in
@@ -13,9 +13,9 @@ flight. Observation kinds are read right after a reset (the face resets only wit
 nothing in flight); reward kinds come in the info of each env's first step, which
 the adapters add once the face has asked (``set_attr(REWARD_KIND_ATTR, True)``).
 
-Example:
-    >>> values = NativeValues(venv)  # doctest: +SKIP
-    >>> values.rewards(r.reward[:, 0], r.env_ids.tolist(), r.infos).dtype  # doctest: +SKIP
+Examples:
+    >>> values = NativeValues(venv)
+    >>> values.rewards(r.reward[:, 0], r.env_ids.tolist(), r.infos).dtype
     dtype('int64')
 """
 

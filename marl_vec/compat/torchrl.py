@@ -35,7 +35,7 @@ Groups (``group_map``): None -> one group ``"agents"``; ``"prefix"`` -> agents n
 ``agent`` in simple_tag); or a dict ``{group: [agent ids]}`` covering every agent
 once. Observations keep the VecEnv's padded per-agent shape in every group.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> from marl_vec.compat.torchrl import TorchRLEnv
     >>> env = TorchRLEnv(mv.make("mpe/simple_spread", num_envs=2))
@@ -71,8 +71,10 @@ GroupMap = Mapping[str, Sequence[str]]
 def prefix_group_map(agents: Sequence[str]) -> dict[str, list[str]]:
     """PettingZooWrapper's default grouping: ``name_<int>`` -> group ``name``; other names alone.
 
+    ```pycon
     >>> prefix_group_map(["adversary_0", "adversary_1", "agent_0", "leader"])
     {'adversary': ['adversary_0', 'adversary_1'], 'agent': ['agent_0'], 'leader': ['leader']}
+    ```
     """
     groups: dict[str, list[str]] = {}
     for agent in agents:

@@ -30,13 +30,13 @@ clipped to the action space, as XuanCe's own envs do.
 
 Rewards are Python floats of float64 values, as XuanCe's own PettingZoo envs give
 them: the VecEnv must have ``reward_dtype="float64"`` (float32 would round every
-reward and episode score); :meth:`XuanCeVecEnv.from_config` builds one so by default.
+reward and episode score); [`XuanCeVecEnv.from_config`][marl_vec.compat.xuance.XuanCeVecEnv.from_config] builds one so by default.
 
 The face imports neither XuanCe nor torch; it needs only gymnasium's spaces.
 XuanCe 1.4.4 pins numpy<2 and gymnasium<1.3, so it lives in its own virtual
 environment (``bash scripts/install_xuance_venv.sh``).
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> from marl_vec.compat import XuanCeVecEnv
     >>> envs = XuanCeVecEnv.from_config("mpe/simple_spread", num_envs=2)  # float64 rewards

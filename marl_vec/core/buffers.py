@@ -4,10 +4,10 @@ All arrays have a leading env axis ``E``. They live either in ordinary memory
 (DummyVecEnv) or in one shared-memory block that worker processes attach to by
 name (SubprocVecEnv), so that a step moves no array data through pipes.
 
-Adapters never see the whole batch: an :class:`EnvGroup` hands each adapter the
-:class:`RowViews` of its own env, built once.
+Adapters never see the whole batch: an `EnvGroup` hands each adapter the
+`RowViews` of its own env, built once.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from marl_vec.core.spec import EnvSpec, DiscreteAction
     >>> spec = EnvSpec(("a",), (3,), np.float32, (3,), np.float32, DiscreteAction(2))
@@ -45,7 +45,7 @@ def buffer_layout(spec: EnvSpec, num_envs: int) -> list[tuple[str, tuple[int, ..
     """Name, shape and dtype of every batch array, in storage order.
 
     Observations (and final observations) take one array per leaf of the
-    observation space, named by :func:`marl_vec.core.spaces.path_name`.
+    observation space, named by `marl_vec.core.spaces.path_name`.
     """
     E, A = num_envs, spec.n_agents
     obs = obs_leaves(spec)
@@ -97,7 +97,7 @@ class RowViews:
 
     ``avail_actions`` is None for actions without masks (Box, MultiBinary), ``state``
     None when the batch keeps no state (``spec.has_state`` False).
-    ``obs`` and ``state`` are dicts / tuples of views for Dict / Tuple observation spaces. :meth:`BatchBuffers.block`
+    ``obs`` and ``state`` are dicts / tuples of views for Dict / Tuple observation spaces. `BatchBuffers.block`
     returns the same fields for a range of envs, with their leading env axis.
     """
 
@@ -115,10 +115,10 @@ class RowViews:
 class BatchBuffers:
     """The preallocated ``(E, A, ...)`` arrays of a batch.
 
-    Object leaves (Text, Graph, ... spaces; see :mod:`marl_vec.core.spaces`) are object
+    Object leaves (Text, Graph, ... spaces; see `marl_vec.core.spaces`) are object
     arrays in this process's memory even for a shared batch: a process that steps
-    envs for another sends their rows along with its answer (:meth:`object_rows`,
-    :meth:`write_object_rows`), and receives object actions with its step command.
+    envs for another sends their rows along with its answer (`object_rows`,
+    `write_object_rows`), and receives object actions with its step command.
     ``object_fields`` / ``object_actions`` name them; both are empty for array spaces.
 
     Args:
@@ -130,9 +130,9 @@ class BatchBuffers:
         tracked: register a block this process creates with multiprocessing's resource
             tracker, which unlinks it if this process is killed. That tracker is a
             process of its own (about 7 MB); a SubprocVecEnv whose forked workers
-            unlink the block when their parent vanishes (:func:`unlink_block`) passes False.
+            unlink the block when their parent vanishes (`unlink_block`) passes False.
         name: the name of the block to create (None: a free one is picked); see
-            :func:`block_name`.
+            `block_name`.
     """
 
     actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
@@ -274,16 +274,16 @@ class BatchBuffers:
         return [self._arrays[name][start:stop].copy() for name in names]
 
     def write_object_rows(self, start: int, names: list[str], rows: list[np.ndarray]) -> None:
-        """Put rows that :meth:`object_rows` gave (in another process) into place from ``start``."""
+        """Put rows that `object_rows` gave (in another process) into place from ``start``."""
         for name, values in zip(names, rows):
             self._arrays[name][start:start + len(values)] = values
 
     def object_rows_of(self, rows: list[int], names: list[str]) -> list[np.ndarray]:
-        """As :meth:`object_rows`, for the rows ``rows`` (in that order; the async pool's envs)."""
+        """As `object_rows`, for the rows ``rows`` (in that order; the async pool's envs)."""
         return [self._arrays[name][rows] for name in names]
 
     def write_object_rows_of(self, rows: list[int], names: list[str], values: list[np.ndarray]) -> None:
-        """Put rows that :meth:`object_rows_of` gave into rows ``rows``."""
+        """Put rows that `object_rows_of` gave into rows ``rows``."""
         for name, array in zip(names, values):
             self._arrays[name][rows] = array
 
@@ -324,7 +324,7 @@ class BatchBuffers:
 class _SharedBlock(shared_memory.SharedMemory):
     """A SharedMemory that does not complain when collected while views of it live.
 
-    That happens only at interpreter exit (otherwise :func:`_unmap` keeps it alive
+    That happens only at interpreter exit (otherwise `_unmap` keeps it alive
     until its last view is gone); the process's end unmaps the memory anyway.
     """
 

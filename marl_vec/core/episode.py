@@ -77,7 +77,7 @@ class EpisodeTracker:
     def add_env_step(self, i: int, reward: np.ndarray) -> None:
         """Env i alone took a step (the async pool steps envs one by one): its
         return grows by ``reward`` (its (A,) row) and its length by one, as
-        :meth:`add_step` would give it (moving its start back a step leaves the
+        `add_step` would give it (moving its start back a step leaves the
         shared counter, and so every other env's length, unchanged)."""
         self._return_rows[i] += reward
         self._began[i] -= 1
@@ -138,7 +138,7 @@ class EpisodeStatistics:
       that report them. An episode cut by an env restart has no outcome and reports
       none, so it does not count as a loss.
 
-    Example:
+    Examples:
         >>> stats = EpisodeStatistics(window=3)
         >>> stats.add([{"return": 1.0, "length": 5, "battle_won": True},
         ...            {"return": 3.0, "length": 7, "restarts": 1}])

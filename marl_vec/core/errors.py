@@ -1,10 +1,10 @@
 """Errors that cross a process boundary: what failed, where, and its original traceback.
 
 An exception raised by an env inside a worker process cannot always be pickled,
-and its traceback never can, so it reaches the caller as a :class:`WorkerError`
+and its traceback never can, so it reaches the caller as a [`WorkerError`][marl_vec.core.errors.WorkerError]
 that carries the original traceback as text.
 
-Example:
+Examples:
     >>> err = WorkerError("step", worker=1, env_index=5, error="RuntimeError('boom')",
     ...                   traceback_text="Traceback (most recent call last): ...")
     >>> str(err).splitlines()[0]
@@ -22,11 +22,11 @@ class SetupError(Exception):
     A missing extra, an unknown env id, an option the env does not take, a bad
     config, a game not installed: the message says what to change, and a traceback
     would add nothing. ``marl-vec`` prints such an error as one line with status 2,
-    also when a worker process raised it (:attr:`WorkerError.cause`). Each one
+    also when a worker process raised it (`WorkerError.cause`). Each one
     also derives from the builtin error it always was (``ImportError``,
     ``ValueError``, ``TypeError``, ``FileNotFoundError``).
 
-    Example:
+    Examples:
         >>> class BadOption(SetupError, TypeError): ...
         >>> isinstance(BadOption("no option 'NN'"), TypeError)
         True
@@ -42,7 +42,7 @@ class WorkerError(RuntimeError):
         env_index: global index of the env that raised, or None when not one env's fault.
         error: ``repr`` of the original exception (or what went wrong).
         traceback_text: the original traceback, formatted in the worker.
-        cause: the original exception itself, when it is a :class:`SetupError`
+        cause: the original exception itself, when it is a [`SetupError`][marl_vec.core.errors.SetupError]
             (a worker sends those whole, so that the caller can show just their
             message); else None.
     """
@@ -82,7 +82,7 @@ class SameEnvError(ValueError):
     Raised by every backend (from a worker process too, as this type), wherever two
     envs of one group, or wrappers around one env, are the same object.
 
-    Example:
+    Examples:
         >>> isinstance(SameEnvError("env_fns 0 and 1 returned the same env object"), ValueError)
         True
     """
@@ -92,10 +92,10 @@ class MissingAttribute:
     """An env's answer to ``get_attr``/``call`` of an attribute it lacks (``EnvGroup``).
 
     It travels back from any process as an ordinary value, and ``VecEnv.get_attr``/
-    ``call`` raise its :meth:`error` in the caller: an ``AttributeError`` on every
+    ``call`` raise its `error` in the caller: an ``AttributeError`` on every
     backend, which SB3's ``has_attr`` (and sb3-contrib's masking probe) rely on.
 
-    Example:
+    Examples:
         >>> str(MissingAttribute(3, "foo", "'Env' object has no attribute 'foo'").error())
         "env 3 has no attribute 'foo' ('Env' object has no attribute 'foo')"
     """
@@ -125,7 +125,7 @@ class WorkerDiedError(WorkerError):
 
 
 class PoolNotReadyError(RuntimeError):
-    """The async pool's ``send``/``recv`` used out of order (:mod:`marl_vec.vec.pool`).
+    """The async pool's ``send``/``recv`` used out of order (`marl_vec.vec.pool`).
 
     Raised, with the envs concerned named, when ``send`` is given an env that
     ``recv`` has not returned since its last ``send`` (no env is stepped twice
@@ -133,7 +133,7 @@ class PoolNotReadyError(RuntimeError):
     (the caller holds the others, received and not sent), or before ``reset()``.
     Nothing was sent or stepped: the pool is as it was.
 
-    Example:
+    Examples:
         >>> err = PoolNotReadyError("send() got env 3, which is stepping")
         >>> isinstance(err, RuntimeError)
         True
@@ -146,7 +146,7 @@ class AlreadyPendingCallError(RuntimeError):
     The pending step is untouched: collect it with ``step_wait()``, then make the call.
     The name and meaning follow gymnasium's ``AlreadyPendingCallError``.
 
-    Example:
+    Examples:
         >>> err = AlreadyPendingCallError("get_attr")
         >>> str(err).startswith("get_attr() called while a step is pending")
         True

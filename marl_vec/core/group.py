@@ -6,7 +6,7 @@ nowhere else, so DummyVecEnv, SubprocVecEnv workers and Ray actors behave
 bit-for-bit alike.
 
 The hot path (``step`` when no env is waiting on its autoreset) hands the
-whole group to the adapters' :class:`~marl_vec.envs.base.GroupStepper` (by
+whole group to the adapters' `GroupStepper` (by
 default one adapter call per env) and then makes a handful of whole-group numpy
 operations with preallocated outputs.
 """
@@ -50,7 +50,7 @@ class EnvGroup:
         env_fns: zero-argument callables, each returning an adapter or a raw env.
         buffers: the batch buffers (in a worker: attached to the shared block).
         start: global index of this group's first env (for seeds and messages).
-        autoreset: an :class:`AutoresetMode`.
+        autoreset: an [`AutoresetMode`][marl_vec.core.episode.AutoresetMode].
         env_seed: env ``start + j`` is first reset with ``env_seed + start + j``
             (None: unseeded), however that first reset is reached.
         row_offset: global index of row 0 of ``buffers`` (0: the buffers hold the
@@ -65,7 +65,7 @@ class EnvGroup:
             (``restarts``). Otherwise the original
             exception propagates, with ``marl_vec_env_index`` set and a note naming the env.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym
         >>> from marl_vec.envs.registry import as_adapter
         >>> fns = [lambda: gym.make("CartPole-v1")] * 2
@@ -182,12 +182,12 @@ class EnvGroup:
         return stepper
 
     def take_obs(self) -> np.ndarray | None:
-        """Right after :meth:`step`, where no env ended: :meth:`GroupStepper.take_obs`."""
+        """Right after `step`, where no env ended: `GroupStepper.take_obs`."""
         return None if self.ended else self._stepper.take_obs()
 
     def run_while_stepping(self, work: Callable[[], None] | None) -> None:
         """Run ``work`` (the backend's, needing nothing of a step's results) while a native
-        engine's threads step: :attr:`GroupStepper.while_stepping`. None: nothing."""
+        engine's threads step: `GroupStepper.while_stepping`. None: nothing."""
         self._while_stepping = self._stepper.while_stepping = work
 
     # -- reset ----------------------------------------------------------------
@@ -311,7 +311,7 @@ class EnvGroup:
 
     def step_env(self, j: int) -> dict[str, Any]:
         """Step local env j alone (the async pool): its rows, its episode bookkeeping and
-        autoreset come out exactly as :meth:`step` makes them for it; returns its info.
+        autoreset come out exactly as `step` makes them for it; returns its info.
 
         ``same_step``, ``fast`` and ``disabled`` (a finished env waits for reset()). An env never
         reset (``unstarted``: its process replaced a dead one) is not stepped: it
@@ -427,7 +427,7 @@ class EnvGroup:
         """Env j raised in step: rebuild it and end its episode as truncated.
 
         The row keeps the last observation (final_* in same_step mode); the rebuilt
-        env is reset by the usual autoreset path, with the seed :meth:`_rebuild` chose.
+        env is reset by the usual autoreset path, with the seed `_rebuild` chose.
         """
         error = self._rebuild(j, exc)
         row = self._rows[j]
@@ -524,7 +524,7 @@ class EnvGroup:
         return [self._native_attr(j, name) for j in local]
 
     def _native_attr(self, j: int, name: str) -> Any:
-        """Env j's attribute, or a :class:`MissingAttribute` that the caller's VecEnv raises as AttributeError
+        """Env j's attribute, or a `MissingAttribute` that the caller's VecEnv raises as AttributeError
         (an exception from a worker would arrive as the backend's error, whatever its type)."""
         try:
             return self.adapters[j].get_native_attr(name)

@@ -1,13 +1,13 @@
 """EnvGroup's bookkeeping when an env raises part-way through a step with no restart left,
-and the seed of a rebuilt env (:func:`rebuild_seed`).
+and the seed of a rebuilt env (`rebuild_seed`).
 
-:meth:`EnvGroup.step <marl_vec.core.group.EnvGroup.step>` steps its envs in order. When env
+`EnvGroup.step <marl_vec.core.group.EnvGroup.step>` steps its envs in order. When env
 ``f`` raises and may not restart, the envs before it have already stepped: they get that
 step's full bookkeeping here (``done``, episode statistics, ``final_*`` and autoreset),
 exactly as a whole step gives it, before the error propagates. Env ``f`` and the envs
 after it are left as they were (not stepped); env ``f`` needs ``reset(env_ids=[f])``.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> from marl_vec.core.buffers import BatchBuffers
     >>> from marl_vec.envs.registry import as_adapter
@@ -44,7 +44,7 @@ def failed_index(group: EnvGroup, at: int, exc: BaseException) -> int:
 
 def settle_stepped(group: EnvGroup, failed: int, infos: list[dict[str, Any]], exc: BaseException) -> None:
     """Give envs ``0 .. failed - 1`` of ``group``, stepped before env ``failed`` raised, their
-    step's bookkeeping, as :meth:`EnvGroup.step` does for a whole step; their infos (episode
+    step's bookkeeping, as `EnvGroup.step` does for a whole step; their infos (episode
     summaries, reset infos) go into ``infos`` and ``group.settled`` (a Ray actor's pool step
     returns them). Should that raise too (an autoreset that fails),
     ``exc`` stays the error the caller sees, with a note naming the second one."""

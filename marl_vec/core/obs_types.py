@@ -4,11 +4,11 @@ The batch keeps observations in numpy buffers of the space's dtype, so the type 
 env returned is gone: FrozenLake's ``int``, another env's ``np.int64`` or 0-d
 array, a float64 array under a float32 Box. Gymnasium's ``SyncVectorEnv`` (and
 SB3's ``DummyVecEnv``) hand out the env's own object as the final observation. A
-:class:`~marl_vec.envs.gym.GymAdapter` records the kind of each leaf of its first
-reset observation (:func:`obs_kind`); the faces read it through ``get_attr(OBS_KIND_ATTR)``
-and rebuild each final observation with :func:`as_native`.
+`GymAdapter` records the kind of each leaf of its first
+reset observation (`obs_kind`); the faces read it through ``get_attr(OBS_KIND_ATTR)``
+and rebuild each final observation with `as_native`.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> kind = obs_kind({"pos": np.zeros(2), "cell": 3})
     >>> kind
@@ -53,19 +53,23 @@ def reward_kind(reward: Any) -> str:
     """The dtype (``dtype.str``) numpy gives ``reward``, as ``np.stack`` of the envs' rewards
     does in Tianshou's vector envs: a Python int is int64, a float float64.
 
+    ```pycon
     >>> reward_kind(1), reward_kind(1.0), reward_kind(np.float32(1))
     ('<i8', '<f8', '<f4')
+    ```
     """
     return np.asarray(reward).dtype.str
 
 
 def as_native(value: np.ndarray, kind: Any, copy: bool) -> Any:
     """One leaf of a final observation (a row of the buffers) as the kind ``kind`` of
-    :func:`obs_kind`; ``copy``: the result must not be a view of ``value``. A None kind
+    `obs_kind`; ``copy``: the result must not be a view of ``value``. A None kind
     gives ``value`` (a copy when ``copy``).
 
+    ```pycon
     >>> as_native(np.array(1.5, np.float32), ("scalar", "<f4"), copy=False)
     np.float32(1.5)
+    ```
     """
     if kind is None:
         return value.copy() if copy else value

@@ -11,9 +11,9 @@ Spaces without a fixed shape (Text, Graph, Sequence, OneOf, custom ``Space``
 subclasses; gymnasium batches them as a Tuple of per-env spaces) may be
 *object leaves* where the caller allows them (``leaves(..., objects=True)``):
 an ``(E, A)`` numpy object array holding each value as the env gave it. They
-never live in shared memory; see :mod:`marl_vec.core.buffers`.
+never live in shared memory; see `marl_vec.core.buffers`.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "id": gym.spaces.Discrete(3)})
     >>> [(path, leaf_shape_dtype(leaf)) for path, leaf in leaves(space)]
@@ -120,7 +120,7 @@ def empty(space: gym.Space, lead: tuple[int, ...]) -> Tree:
 
 
 def tree_leaves(tree: Tree) -> list[Any]:
-    """The leaves of a tree of arrays, in the order :func:`leaves` gives for its space."""
+    """The leaves of a tree of arrays, in the order `leaves` gives for its space."""
     if isinstance(tree, dict):
         return [leaf for child in tree.values() for leaf in tree_leaves(child)]
     if isinstance(tree, tuple):
@@ -180,7 +180,7 @@ class TreeView:
 
 
 def writable(tree: Tree) -> Any:
-    """An array as it is; a dict / tuple tree (or an object leaf) as a :class:`TreeView`."""
+    """An array as it is; a dict / tuple tree (or an object leaf) as a `TreeView`."""
     return tree if isinstance(tree, np.ndarray) and not tree.dtype.hasobject else TreeView(tree)
 
 
@@ -238,9 +238,9 @@ class AgentLayout:
     """How the agents' own spaces fit one common space, leaf by leaf.
 
     Agents must share the tree structure (the same Dict keys and Tuple lengths);
-    each leaf is padded over the agents as :func:`padded_shape` says, its dtype
+    each leaf is padded over the agents as `padded_shape` says, its dtype
     promoted. A leaf equal for every agent keeps its space; a padded one becomes
-    a :func:`container_box` of the common shape and dtype.
+    a `container_box` of the common shape and dtype.
 
     Attributes:
         space: the common single-agent space.

@@ -1,10 +1,10 @@
 """EnvSpec: what one environment of a batch looks like.
 
-Every adapter describes itself with an :class:`EnvSpec`; the buffers of a batch
+Every adapter describes itself with an [`EnvSpec`][marl_vec.core.spec.EnvSpec]; the buffers of a batch
 are allocated from it once, and trainers read shapes from it instead of poking
 at the native env.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> spec = EnvSpec(agents=("a", "b"), obs_shape=(4,), obs_dtype=np.dtype(np.float32),
     ...                state_shape=(8,), state_dtype=np.dtype(np.float32),
@@ -163,7 +163,7 @@ class MultiBinaryAction(_UnmaskedAction):
 class ObjectAction(_UnmaskedAction):
     """Each agent gives one value of a space without a fixed shape (Text, Graph,
     Sequence, OneOf, a custom ``Space``): the action buffer is an ``(E, A)`` object
-    array holding the values as given (see :mod:`marl_vec.core.spaces`)."""
+    array holding the values as given (see `marl_vec.core.spaces`)."""
 
     space_: gym.Space = field(hash=False)
 
@@ -223,7 +223,7 @@ ActionSpec = Union[DiscreteAction, ContinuousAction, MultiDiscreteAction, MultiB
 
 WAIT = -1
 """Turn-based games: the mover's action that leaves its env unstepped for one step
-(no turn is played, zero reward, clear flags; see :mod:`marl_vec.vec.turns`)."""
+(no turn is played, zero reward, clear flags; see `marl_vec.vec.turns`)."""
 
 
 @dataclass(frozen=True)
@@ -237,8 +237,8 @@ class EnvSpec:
             the observation with its leaves raveled and concatenated (what a trainer
             that flattens gets; the buffers hold one array per leaf instead).
         state_shape, state_dtype: the global state (for trees: flat, like obs_shape).
-        action: :class:`DiscreteAction`, :class:`ContinuousAction`,
-            :class:`MultiDiscreteAction`, :class:`MultiBinaryAction` or :class:`TreeAction`.
+        action: [`DiscreteAction`][marl_vec.core.spec.DiscreteAction], [`ContinuousAction`][marl_vec.core.spec.ContinuousAction],
+            `MultiDiscreteAction`, `MultiBinaryAction` or `TreeAction`.
         episode_limit: the env's own step limit, where it declares one; else None.
         obs_padded: True when some agents' observations are zero-padded to ``obs_shape``.
         actions_padded: True when some agents have fewer native actions than ``n_actions``
@@ -423,7 +423,7 @@ class EnvSpec:
 
 
 class SpecMismatchError(ValueError, RuntimeError):
-    """Envs of one batch whose specs differ (:meth:`EnvSpec.check_same`).
+    """Envs of one batch whose specs differ ([`EnvSpec.check_same`][marl_vec.core.spec.EnvSpec.check_same]).
 
     A ValueError (marl_vec's error for bad input) and a RuntimeError, which is what
     gymnasium's vector envs raise for sub-envs with incompatible spaces, so code

@@ -12,10 +12,10 @@
 - ``none``: no state at all: ``StepResult.state`` and ``final_state`` are None,
   ``spec.has_state`` is False, nothing is computed or allocated for it.
 
-The mode is applied where adapters are made (:func:`with_state` wraps each
+The mode is applied where adapters are made (`with_state` wraps each
 env_fn), so every backend, worker and rebuilt env applies it alike.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> from mpe2 import simple_spread_v3
     >>> venv = mv.make_vec([simple_spread_v3.parallel_env] * 2, state="none")

@@ -1,4 +1,4 @@
-"""Adapters: one module per env family; see :mod:`marl_vec.envs.registry`."""
+"""Adapters: one module per env family; see `marl_vec.envs.registry`."""
 
 from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.registry import FAMILIES, MissingExtraError, as_adapter, make_env, make_env_fn

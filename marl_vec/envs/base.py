@@ -1,7 +1,7 @@
 """MultiAgentEnv: the contract between an env family and the batching layer.
 
 An adapter wraps one native env. It knows nothing of batching: an
-:class:`~marl_vec.core.group.EnvGroup` binds it once to the :class:`RowViews` of its
+`EnvGroup` binds it once to the `RowViews` of its
 row of the batch buffers, and from then on the adapter writes every result
 straight into those views and returns only its info dict.
 
@@ -13,7 +13,7 @@ What an adapter writes:
   The env has finished its episode when every agent is terminated or truncated.
 
 Optionally, an adapter class may step a whole run of its instances in one loop:
-:meth:`MultiAgentEnv.group_stepper` returns a :class:`GroupStepper`, which the
+`MultiAgentEnv.group_stepper` returns a `GroupStepper`, which the
 group calls instead of ``step`` one env at a time. It must write exactly what
 the adapters' ``step`` would; the group still owns autoreset, restarts and
 episode bookkeeping. The default stepper just calls ``step``.
@@ -57,9 +57,9 @@ class GroupStepper:
 
     This default calls each adapter's ``step`` with its row of actions. A family
     whose per-env call overhead matters (cheap envs, many per process) overrides
-    :meth:`MultiAgentEnv.group_stepper` with a loop over its native envs.
+    `MultiAgentEnv.group_stepper` with a loop over its native envs.
 
-    Contract of :meth:`step`: env ``j`` of the run writes exactly what
+    Contract of `step`: env ``j`` of the run writes exactly what
     ``adapters[j].step(rows[j].actions)`` would write and puts its info dict in
     ``infos[j]``. When env ``j`` raises, every env before it in the run has been
     fully written, ``failed_at`` is ``j``, and the exception propagates unchanged
@@ -82,7 +82,7 @@ class GroupStepper:
         self.failed_at = -1
 
     def steps_single_envs(self) -> bool:
-        """Whether :meth:`step` may step part of the group (the async pool steps one env at
+        """Whether `step` may step part of the group (the async pool steps one env at
         a time); a native engine that steps its whole group in one call may not."""
         return True
 
@@ -140,13 +140,13 @@ class MultiAgentEnv(ABC):
         self.row = row
 
     def use_state(self, mode: str) -> None:
-        """Make the state what ``mode`` asks (see :mod:`marl_vec.core.state`); called once,
-        before :meth:`bind`, and it may change ``self.spec``.
+        """Make the state what ``mode`` asks (see `marl_vec.core.state`); called once,
+        before `bind`, and it may change ``self.spec``.
 
         This default serves every adapter: ``env`` needs a state of its own (not
         ``spec.state_is_obs``); ``concat`` and ``none`` on an adapter that computes
         its own state let it go on writing that state into a private array (see
-        :meth:`own_row`), which the batch ignores. Adapters that can skip the work
+        `own_row`), which the batch ignores. Adapters that can skip the work
         override this.
         """
         spec = self.spec
@@ -171,7 +171,7 @@ class MultiAgentEnv(ABC):
             self.spec = dataclasses.replace(spec, state_shape=(0,), state_is_obs=False, has_state=False)
 
     def own_row(self, row: RowViews) -> RowViews:
-        """The views this adapter is bound to: ``row``, or (see :meth:`use_state`) a copy
+        """The views this adapter is bound to: ``row``, or (see `use_state`) a copy
         of it whose ``state`` is a private array made once here."""
         if self._private_state is None:
             return row
@@ -193,7 +193,7 @@ class MultiAgentEnv(ABC):
     def group_stepper(
         cls, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews
     ) -> GroupStepper:
-        """The stepper of a group whose adapters are all of this class (see :class:`GroupStepper`).
+        """The stepper of a group whose adapters are all of this class (see `GroupStepper`).
 
         Called again whenever the group replaces an adapter (``restart_on_error``).
         """
@@ -258,12 +258,14 @@ def one_agent_spec(agent_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, ac
 
     The buffers then keep one array for both (``state_is_obs``: no second copy of
     each frame), as every single-agent family does. ``more``: the other
-    :class:`~marl_vec.core.spec.EnvSpec` fields (``episode_limit``, ``reward_dtype``, ...).
+    [`EnvSpec`][marl_vec.core.spec.EnvSpec] fields (``episode_limit``, ``reward_dtype``, ...).
 
+    ```pycon
     >>> from marl_vec.core.spec import DiscreteAction
     >>> spec = one_agent_spec("agent_0", (4,), np.float32, DiscreteAction(2), episode_limit=500)
     >>> spec.agents, spec.state_shape, spec.state_is_obs, spec.episode_limit
     (('agent_0',), (4,), True, 500)
+    ```
     """
     return EnvSpec(agents=(agent_id,), obs_shape=obs_shape, obs_dtype=obs_dtype, state_shape=obs_shape,
                    state_dtype=obs_dtype, action=action, state_is_obs=True, **more)

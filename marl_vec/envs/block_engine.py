@@ -2,8 +2,8 @@
 
 One idea: what the JAX (JaxMARL) and torch (VMAS) engines share. A family whose
 simulator steps a whole group in one native call gives each env an adapter
-that is only a slot of the group's block (:class:`BlockSlotAdapter`), and a
-:class:`BlockStepper` that builds the block (``make_engine``) and steps it
+that is only a slot of the group's block (`BlockSlotAdapter`), and a
+`BlockStepper` that builds the block (``make_engine``) and steps it
 whole. The block (the family's engine) has three methods:
 
 - ``reset_slot(slot, seed)``: reset one env now or note it (deferred);

@@ -1,12 +1,12 @@
 """Optional dependencies: import one, or fail naming the pip extra that installs it.
 
 Every env family (and the Ray backend, the GIF and plot helpers) imports its
-library through :func:`require`, so that a missing library costs nothing until
+library through `require`, so that a missing library costs nothing until
 it is used and then says what to install. A family whose id names a module
-(PettingZoo's ``mpe2.simple_spread_v3``) imports it with :func:`import_env_module`,
-which tells a misspelt id (:class:`UnknownEnvError`, with close matches) from a
-missing package (:class:`MissingExtraError`). This module sits at the bottom of
-``marl_vec.envs``: it imports only :mod:`marl_vec.core.errors` from marl_vec, and the
+(PettingZoo's ``mpe2.simple_spread_v3``) imports it with `import_env_module`,
+which tells a misspelt id ([`UnknownEnvError`][marl_vec.envs.extras.UnknownEnvError], with close matches) from a
+missing package ([`MissingExtraError`][marl_vec.envs.extras.MissingExtraError]). This module sits at the bottom of
+``marl_vec.envs``: it imports only `marl_vec.core.errors` from marl_vec, and the
 registry and every family may import it.
 
 Example::
@@ -38,8 +38,10 @@ class MissingExtraError(SetupError, ImportError):
 class UnknownEnvError(SetupError, ValueError):
     """An env id that its family's package does not have (a typo, most often).
 
+    ```pycon
     >>> str(UnknownEnvError(no_env_message("mpe2.simple_sprd_v3", "mpe2", ["mpe2.simple_spread_v3"])))
     "no env 'mpe2.simple_sprd_v3' in mpe2; close matches: mpe2.simple_spread_v3"
+    ```
     """
 
 
@@ -54,8 +56,10 @@ def require(module: str, extra: str | None, what: str = "") -> ModuleType:
 def missing_extra_message(module: str, extra: str | None, what: str, exc: ImportError) -> str:
     """What to say when ``module`` cannot be imported: what needs it, and the pip extra that installs it.
 
+    ```pycon
     >>> missing_extra_message("torchrl", "torchrl", "TorchRLEnv", ImportError("No module named 'torchrl'"))
     "torchrl is needed for TorchRLEnv but cannot be imported (No module named 'torchrl'); install it with: pip install 'marl_vec[torchrl]'"
+    ```
     """
     for_what = f" for {what}" if what else ""
     hint = f"pip install 'marl_vec[{extra}]'" if extra else "pip install marl_vec"

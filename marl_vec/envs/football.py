@@ -35,9 +35,9 @@ Conventions (see docs/families/football.md):
 - ``render()`` returns an RGB frame drawn off-screen (EGL). gfootball allows one
   rendering env per process.
 
-Example:
-    >>> env = make_football("academy_3_vs_1_with_keeper", left_agents=3)  # doctest: +SKIP
-    >>> env.spec.n_agents, env.spec.obs_shape, env.spec.n_actions, env.spec.episode_limit  # doctest: +SKIP
+Examples:
+    >>> env = make_football("academy_3_vs_1_with_keeper", left_agents=3)
+    >>> env.spec.n_agents, env.spec.obs_shape, env.spec.n_actions, env.spec.episode_limit
     (3, (115,), 19, 401)
 """
 
@@ -293,7 +293,7 @@ def make_football(env_id: str, **kwargs: Any) -> FootballAdapter:
 
     Keyword arguments: ``left_agents``, ``right_agents``, ``representation``,
     ``rewards``, ``channel_dimensions``, ``other_config_options`` (see
-    :class:`FootballAdapter`).
+    `FootballAdapter`).
     """
     allowed = ("left_agents", "right_agents", "representation", "rewards", "channel_dimensions", "other_config_options")
     unknown = sorted(set(kwargs) - set(allowed))

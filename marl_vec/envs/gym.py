@@ -1,12 +1,12 @@
 """Any single-agent ``gymnasium.Env`` as a one-agent env.
 
-Observation spaces: every space of :mod:`marl_vec.core.spaces` (Box of any dtype,
+Observation spaces: every space of `marl_vec.core.spaces` (Box of any dtype,
 Discrete with its start, MultiDiscrete, MultiBinary, Dict and Tuple nested); the
 state is the observation. Action spaces: Discrete (values kept, start
 included; all actions always available), Box, MultiDiscrete and MultiBinary.
 Rewards are float64, as gymnasium's own vector envs give them.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> env = GymAdapter(gym.make("CartPole-v1"))
     >>> env.spec.obs_shape, env.spec.n_actions, env.spec.episode_limit
@@ -77,8 +77,10 @@ def episode_limit_of(env: Any) -> int | None:
     The spec's ``max_episode_steps`` is not what counts: a TimeLimit over an env made
     without ``gym.make`` has no spec, and an env taken out of its TimeLimit keeps it.
 
+    ```pycon
     >>> episode_limit_of(gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 1000))  # the inner 500 cuts first
     500
+    ```
     """
     limits = []
     while isinstance(env, gym.Wrapper):
@@ -214,7 +216,7 @@ def _first(array: np.ndarray) -> Any:
 
 
 class _GymGroupStepper(GroupStepper):
-    """Steps a group of :class:`GymAdapter`\\ s in one loop over their native envs.
+    """Steps a group of `GymAdapter`s in one loop over their native envs.
 
     For cheap envs such as CartPole (~6 us a step) the adapter's method call and
     its three one-element numpy writes per env are a tenth of the step. Here each
@@ -223,10 +225,10 @@ class _GymGroupStepper(GroupStepper):
     numpy assignment each per run. The actions an env sees are those of
     ``GymAdapter.step``: numpy integers (gymnasium checks Python ints more
     slowly) or the row's action array. Dict/Tuple observations are written leaf
-    by leaf through their :class:`~marl_vec.core.spaces.TreeView`.
+    by leaf through their `TreeView`.
 
     Below the check-only wrappers: when every env's chain is ``gym.make``'s (see
-    :mod:`marl_vec.envs.gym_chain`) and its checks are done (after the first two
+    `marl_vec.envs.gym_chain`) and its checks are done (after the first two
     steps), each env is stepped below ``OrderEnforcing`` and ``PassiveEnvChecker``
     and its ``TimeLimit`` is applied here, on the wrapper's own step count: the same
     results, half a microsecond less per step on CartPole. ``VecEnv.call``,
@@ -265,7 +267,7 @@ class _GymGroupStepper(GroupStepper):
 
     def _look_again(self) -> None:
         """Step through the whole chains until every one is known to be only checks past
-        their checks (:func:`~marl_vec.envs.gym_chain.fast_chain`)."""
+        their checks (`fast_chain`)."""
         self._touched[0] = False
         for adapter in self._gyms:
             adapter._reset_below = None
@@ -343,7 +345,7 @@ class _GymGroupStepper(GroupStepper):
 
     def _step_below_limit(self, first: int, stop: int, infos: list[dict[str, Any]],
                           raw_steps: list[Any], limits: list[Any]) -> None:
-        """:meth:`_step_loop` of the raw envs, with each TimeLimit's work done as
+        """`_step_loop` of the raw envs, with each TimeLimit's work done as
         ``TimeLimit.step`` does it: count the step on the wrapper, truncate at its limit."""
         obs_views = self._obs_views
         rewards, terminated, truncated = self._rewards, self._terminated, self._truncated

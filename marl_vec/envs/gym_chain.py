@@ -18,7 +18,7 @@ it out of the call chain but does its work on the wrapper's own ``_elapsed_steps
 (counts a step, truncates at ``_max_episode_steps``, sets 0 at a reset), so a user
 reading or setting it sees what the plain chain would show.
 
-:func:`fast_chain` accepts only chains made exactly of these types (``type(w) is``,
+`fast_chain` accepts only chains made exactly of these types (``type(w) is``,
 so a subclass that may step differently is not taken for one), with at most one
 TimeLimit and no wrapper whose ``step`` is set on the instance; anything else
 (``ClipAction``, ``RecordEpisodeStatistics``, a user's wrapper) is stepped through
@@ -26,7 +26,7 @@ its whole chain.
 
 May import: gymnasium (lazily). Nothing of marl_vec.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> env = gym.make("CartPole-v1")
     >>> chain = fast_chain(env)

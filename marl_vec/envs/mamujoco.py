@@ -2,12 +2,12 @@
 
 MAMuJoCo splits one MuJoCo robot (gymnasium's ``Ant-v5``, ``HalfCheetah-v5``, ...)
 into agents that each move some of its joints. Its env is a PettingZoo
-``ParallelEnv`` with ``state()``, so :class:`MaMuJoCoAdapter` is the PettingZoo
+``ParallelEnv`` with ``state()``, so `MaMuJoCoAdapter` is the PettingZoo
 adapter with what that adapter cannot read off the env: the state's space, the
 episode limit and a name per scenario. Conventions (docs/families/mamujoco.md):
 
 - Ids: ``Scenario/agent_conf`` (``Ant/2x4``, ``HalfCheetah/6x1``, ``Humanoid/9|8``,
-  ``ManySegmentAnt/2x3``, ...; :data:`SPLITS`); a bare ``Scenario`` is the robot as
+  ``ManySegmentAnt/2x3``, ...; `SPLITS`); a bare ``Scenario`` is the robot as
   one agent that sees the whole state (the library's ``agent_conf=None``).
   ``Ant/8x1`` is not one of the library's splits: it is the library's own Ant graph
   (its joints, edges and globals, from its ``4x2`` split) with one joint per agent,
@@ -34,7 +34,7 @@ several workers build the same model at once (and fails on a read-only install):
 here each build writes into its own temporary folder. CoupledHalfCheetah drops
 every keyword; here ``max_episode_steps`` sets its time limit (others are refused).
 
-Example:
+Examples:
     >>> env = make_mamujoco("Humanoid/9|8")
     >>> env.spec.agents, env.spec.obs_shape, env.spec.action.shape, env.spec.state_shape, env.spec.episode_limit
     (('agent_0', 'agent_1'), (242,), (9,), (348,), 1000)
@@ -81,8 +81,10 @@ _MANY_SEGMENTS = {"ManySegmentAnt": ("many_segment_ant", "Ant-v5"),
 def parse_id(env_id: str) -> tuple[str, str | None]:
     """``Scenario/agent_conf`` as (scenario, agent_conf); UnknownEnvError names what is allowed.
 
+    ```pycon
     >>> parse_id("Ant/2x4"), parse_id("Hopper")
     (('Ant', '2x4'), ('Hopper', None))
+    ```
     """
     scenario, _, conf = env_id.partition("/")
     if scenario not in SPLITS:

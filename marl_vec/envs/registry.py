@@ -2,11 +2,11 @@
 
 Each family lives in its own module, imported only when used, so that a missing
 optional dependency costs nothing until it is needed, and then fails with the
-extra to install (:mod:`marl_vec.envs.extras`; ``require`` and
+extra to install (`marl_vec.envs.extras`; ``require`` and
 ``MissingExtraError`` are re-exported here). The registry sits above the
 families: it may import them (lazily), they never import it.
 
-Example:
+Examples:
     >>> env = make_env("gym", "CartPole-v1")
     >>> env.spec.n_agents
     1
@@ -81,8 +81,8 @@ def family(name: str) -> Family:
 def make_env(family_name: str, env_id: str, **kwargs: Any) -> MultiAgentEnv:
     """Build one adapter of ``family_name`` for ``env_id``.
 
-    An id the family's library does not know raises :class:`UnknownEnvError`, and a
-    keyword the env does not take :class:`EnvOptionsError`: both name what to change.
+    An id the family's library does not know raises [`UnknownEnvError`][marl_vec.envs.extras.UnknownEnvError], and a
+    keyword the env does not take [`EnvOptionsError`][marl_vec.envs.registry.EnvOptionsError]: both name what to change.
     """
     fam = family(family_name)
     module = importlib.import_module(fam.module)
@@ -115,7 +115,7 @@ def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = N
 
 def as_adapter(env: Any) -> MultiAgentEnv:
     """Wrap what an env_fn returned: an adapter as is, a gymnasium Env, a PettingZoo ParallelEnv
-    or a PettingZoo AECEnv (a turn-based game, :mod:`marl_vec.envs.pettingzoo.aec`)."""
+    or a PettingZoo AECEnv (a turn-based game, `marl_vec.envs.pettingzoo.aec`)."""
     if isinstance(env, MultiAgentEnv):
         return env
     import gymnasium
@@ -146,6 +146,7 @@ def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> No
     ``[lambda: env] * n`` would step ``env`` n times per batch step. ``start`` is the
     global index of ``adapters[0]``, for the message.
 
+    ```pycon
     >>> import gymnasium as gym
     >>> env = gym.make("CartPole-v1")
     >>> try:
@@ -153,6 +154,7 @@ def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> No
     ... except ValueError as err:
     ...     print(str(err)[:59])
     env_fns 0 and 1 returned the same env object (CartPoleEnv);
+    ```
     """
     from marl_vec.core.errors import SameEnvError
 

@@ -220,10 +220,12 @@ def bench_workers(venv: Any) -> int | None:
 def bench_notes(backend: str, workers: int | None, cores: int, load: float) -> list[str]:
     """Why a process backend cannot beat ``dummy`` on this machine, if it cannot.
 
+    ```pycon
     >>> bench_notes("subproc", 4, 2, 0.1)
     ['subproc: 4 workers on 2 cores take turns, so it cannot beat dummy here; try -o vec.num_workers=2']
     >>> bench_notes("dummy", None, 2, 5.0)
     []
+    ```
     """
     if backend == "dummy" or not workers:
         return []
@@ -339,8 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_error(exc: BaseException) -> BaseException | None:
     """The error to show as one line, if ``exc`` is one: a config error, or a
-    :class:`SetupError` (missing extra, unknown env id or option, game not
-    installed) raised here or in a worker process (:attr:`WorkerError.cause`)."""
+    [`SetupError`][marl_vec.core.errors.SetupError] (missing extra, unknown env id or option, game not
+    installed) raised here or in a worker process (`WorkerError.cause`)."""
     if isinstance(exc, SetupError):  # ConfigError is one
         return exc
     if isinstance(exc, WorkerError) and exc.cause is not None:

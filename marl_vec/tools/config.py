@@ -4,7 +4,7 @@ A config has three sections, ``env`` (what to run), ``vec`` (how to batch it) an
 ``run`` (what ``marl-vec run`` does). Every key is checked at load time: an
 unknown key or value fails naming it and what is allowed.
 
-Example:
+Examples:
     >>> cfg = load_config("mpe/simple_spread", {"vec.num_envs": 2})
     >>> cfg.env.id, cfg.vec.num_envs
     ('mpe2.simple_spread_v3', 2)
@@ -132,8 +132,10 @@ def resolve_config_path(name: str | os.PathLike) -> Path:
     names it when no such file exists relative to the working directory, so that
     it works from any directory.
 
+    ```pycon
     >>> resolve_config_path("configs/mpe/simple_spread.yaml") == resolve_config_path("mpe/simple_spread")
     True
+    ```
     """
     path = Path(name)
     if path.is_file():
@@ -312,7 +314,9 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
 def make(source: Union[str, os.PathLike, Mapping[str, Any], Config, None] = None, **vec_overrides: Any) -> VecEnv:
     """Build the VecEnv a config describes; keyword overrides replace keys of its ``vec`` section.
 
-    >>> venv = make("gym/cartpole", num_envs=4, autoreset="next_step")  # doctest: +SKIP
+    ```python
+    venv = make("gym/cartpole", num_envs=4, autoreset="next_step")
+    ```
     """
     overrides = {f"vec.{k}": v for k, v in vec_overrides.items()}
     set_by = {f"vec.{k}": f"make({k}={v!r})" for k, v in vec_overrides.items()}
@@ -353,7 +357,7 @@ def resolve_auto_backend(cfg: Config) -> Config:
     The choice is the cached result of ``marl-vec tune`` for this config on this
     machine (backend, workers and, where the tuner chose one, the engine), else
     ``dummy``, or ``subproc`` where the config sets an option only worker processes
-    take (see :mod:`marl_vec.tools.tune_cache`). The choice is printed to stderr, except
+    take (see `marl_vec.tools.tune_cache`). The choice is printed to stderr, except
     where a config that does not name its backend stays on ``dummy``: that is what
     it always did.
     """

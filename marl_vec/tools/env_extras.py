@@ -6,7 +6,7 @@ A family's envs do not all need the same packages: PettingZoo's MPE moved to the
 them, the modules that must import, and an example id (tests/tools/test_env_extras.py
 checks every row by importing it with and without those modules).
 
-Example:
+Examples:
     >>> [n.ids for n in NEEDS if n.family == "pettingzoo"][0]
     'mpe2.*'
 """
@@ -86,10 +86,12 @@ NEEDS: tuple[EnvNeeds, ...] = (
 def needs_for(family: str, env_id: str) -> EnvNeeds | None:
     """The row covering ``env_id`` of ``family`` (None when no row does, e.g. an unlisted PettingZoo package).
 
+    ```pycon
     >>> needs_for("pettingzoo", "pettingzoo.sisl.multiwalker_v9").extra
     'pettingzoo'
     >>> needs_for("pettingzoo", "mpe2.simple_tag_v3").extra is None
     True
+    ```
     """
     rows = [n for n in NEEDS if n.family == family and env_id.startswith(n.prefix)]
     return max(rows, key=lambda n: len(n.prefix), default=None)

@@ -2,7 +2,7 @@
 
 Value-based MARL trainers (QMIX, VDN, ...) learn from whole episodes stored as
 ``(E, T, A, ...)`` arrays with a ``filled`` mask, the way PyMARL's
-``EpisodeBatch`` does. :class:`EpisodeRunner` fills such a batch from a VecEnv in
+``EpisodeBatch`` does. [`EpisodeRunner`][marl_vec.tools.episode_runner.EpisodeRunner] fills such a batch from a VecEnv in
 the ``one_episode`` autoreset mode: every env plays exactly one episode, envs that
 finish early are no longer stepped, and the batch stops as soon as all are done.
 
@@ -23,7 +23,7 @@ given):
 Keep ``terminated`` and ``truncated`` apart when building targets: a time-limit
 end (truncated) is not a terminal state and should be bootstrapped.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> venv = mv.make("mpe/simple_spread", num_envs=4, autoreset="one_episode")
     >>> runner = EpisodeRunner(venv)
@@ -79,7 +79,7 @@ class EpisodeBatch:
 
 
 class EpisodeRunner:
-    """Collects one episode per env of ``venv`` into a padded :class:`EpisodeBatch`.
+    """Collects one episode per env of ``venv`` into a padded [`EpisodeBatch`][marl_vec.tools.episode_runner.EpisodeBatch].
 
     Args:
         venv: a VecEnv made with ``autoreset="one_episode"``.

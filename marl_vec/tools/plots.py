@@ -3,8 +3,8 @@
 Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend
 switch), so it works on headless machines and inside other programs.
 
-Example:
-    >>> plot_returns([-30.0, -25.0, -20.0], "returns.png", title="simple_spread")  # doctest: +SKIP
+Examples:
+    >>> plot_returns([-30.0, -25.0, -20.0], "returns.png", title="simple_spread")
     'returns.png'
 """
 
@@ -21,8 +21,10 @@ from marl_vec.envs.registry import require
 def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     """Mean of the last ``window`` values at each point (fewer at the start).
 
+    ```pycon
     >>> moving_average([1.0, 3.0, 5.0, 7.0], 2).tolist()
     [1.0, 2.0, 4.0, 6.0]
+    ```
     """
     x = _series(values, window)
     sums = np.cumsum(np.concatenate([[0.0], x]))
@@ -41,8 +43,10 @@ def _series(values: Sequence[float], window: int) -> np.ndarray:
 def moving_std(values: Sequence[float], window: int) -> np.ndarray:
     """Standard deviation of the last ``window`` values at each point (fewer at the start).
 
+    ```pycon
     >>> moving_std([1.0, 3.0, 5.0, 9.0], 2).tolist()
     [0.0, 1.0, 1.0, 2.0]
+    ```
     """
     x = _series(values, window)
     mean = moving_average(x, window)
@@ -90,7 +94,7 @@ def returns_figure(
     env_name: str | None = None,
     num_envs: int | None = None,
 ) -> Any:
-    """The matplotlib Figure that :func:`plot_returns` saves (arguments as there)."""
+    """The matplotlib Figure that `plot_returns` saves (arguments as there)."""
     returns = [float(r) for r in returns]
     if not returns:
         raise ValueError("plot_returns needs at least one finished episode; the run ended none (run more steps)")

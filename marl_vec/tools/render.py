@@ -7,11 +7,11 @@ current episode and the episode's return so far (the mean over agents, as
 Envs must render ``rgb_array`` frames (make them with ``render_mode="rgb_array"``;
 ``marl-vec render`` sets that for the families that take it).
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> venv = mv.make(mv.load_config("mpe/simple_spread",
-    ...                {"env.kwargs.render_mode": "rgb_array", "vec.num_envs": 4}))  # doctest: +SKIP
-    >>> record_gif(venv, "run.gif", steps=25)  # doctest: +SKIP
+    ...                {"env.kwargs.render_mode": "rgb_array", "vec.num_envs": 4}))
+    >>> record_gif(venv, "run.gif", steps=25)
     26
 """
 
@@ -33,9 +33,11 @@ def tile_frames(frames: Sequence[np.ndarray | None], cols: int | None = None, pa
 
     ``cols`` defaults to ceil(sqrt(E)); empty grid cells stay black.
 
+    ```pycon
     >>> a, b = np.full((1, 2, 3), 7, np.uint8), np.full((1, 2, 3), 9, np.uint8)
     >>> tile_frames([a, b], pad=1)[..., 0].tolist()
     [[7, 7, 0, 9, 9]]
+    ```
     """
     if not len(frames):
         raise ValueError("tile_frames needs at least one frame")
@@ -91,8 +93,10 @@ def _shrink(frame: np.ndarray, max_side: int | None) -> np.ndarray:
 def label_frame(frame: np.ndarray, text: str) -> np.ndarray:
     """``frame`` with ``text`` written in white on a black box in its top-left corner.
 
+    ```pycon
     >>> bool(label_frame(np.zeros((20, 60, 3), np.uint8), "env 0").max() > 200)  # white text on black
     True
+    ```
     """
     from PIL import Image, ImageDraw
 
@@ -118,6 +122,7 @@ class EpisodeProgress:
     within the step (``same_step``, ``fast``), at the next step in ``next_step``;
     ``one_episode`` and ``disabled`` keep the ended episode's.
 
+    ```pycon
     >>> from types import SimpleNamespace as R
     >>> p = EpisodeProgress(2, "next_step")
     >>> p.update(R(reward=np.array([[1.0], [2.0]]), done=np.array([False, True])))
@@ -126,6 +131,7 @@ class EpisodeProgress:
     >>> p.update(R(reward=np.array([[1.0], [0.0]]), done=np.array([False, False])))  # env 1 was reset
     >>> p.labels()
     ['env 0  step 2  return 2.00', 'env 1  step 0  return 0.00']
+    ```
     """
 
     def __init__(self, num_envs: int, autoreset: AutoresetMode | str):
@@ -157,7 +163,7 @@ def tiled_frame(venv: VecEnv, cols: int | None = None, max_side: int | None = 24
                 labels: Sequence[str] | None = None) -> np.ndarray:
     """One picture of every env of ``venv`` now, each frame scaled to at most ``max_side`` pixels.
 
-    ``labels``: a text per env, written on its tile (:func:`label_frame`).
+    ``labels``: a text per env, written on its tile (`label_frame`).
     """
     frames = [None if f is None else _shrink(np.asarray(f), max_side) for f in venv.render()]
     if labels is not None:
@@ -174,8 +180,10 @@ def with_progress(frame: np.ndarray, done: int, total: int) -> np.ndarray:
     Why: viewers see where in the rollout a frame is, and consecutive frames always
     differ (while ``total`` <= the width), so GIF writers cannot merge them away.
 
+    ```pycon
     >>> with_progress(np.zeros((1, 4, 3), np.uint8), 1, 2)[1:, :, 0].tolist()
     [[255, 255, 0, 0], [255, 255, 0, 0], [255, 255, 0, 0], [255, 255, 0, 0]]
+    ```
     """
     h, w = frame.shape[:2]
     out = np.zeros((h + PROGRESS_HEIGHT, w, 3), np.uint8)
@@ -217,13 +225,13 @@ def record_gif(
     """Reset ``venv``, play ``steps`` batched steps, save the tiled frames as a GIF.
 
     The GIF has ``steps + 1`` frames: the reset, then one per step, each the tiled
-    frames of all envs with a progress bar below (:func:`with_progress`; Pillow would
+    frames of all envs with a progress bar below (`with_progress`; Pillow would
     merge two equal frames, which the bar prevents while ``steps`` <= the width).
     ``labels``: each tile shows its env index, episode step and return so far
-    (:class:`EpisodeProgress`).
+    (`EpisodeProgress`).
     ``policy(result)`` defaults to uniform random. Returns the number of frames.
     On Ctrl-C during the steps, the frames recorded so far are saved and
-    :class:`marl_vec.tools.rollout.Interrupted` is raised with that number of frames as its result.
+    `marl_vec.tools.rollout.Interrupted` is raised with that number of frames as its result.
     """
     from marl_vec.tools.progress import Progress
     from marl_vec.tools.rollout import Interrupted, RandomPolicy

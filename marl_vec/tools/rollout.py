@@ -1,6 +1,6 @@
 """Random-policy rollouts: what ``marl-vec run`` does, and a baseline for trainers.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> venv = mv.make("mpe/simple_spread", num_envs=2)
     >>> summary = rollout(venv, steps=50, progress=False)
@@ -120,7 +120,7 @@ def rollout(
     """Run ``steps`` batched steps (``steps * num_envs`` env-steps) with ``policy``.
 
     ``label`` names the progress display (default ``"<num_envs> envs"``). On Ctrl-C it
-    raises :class:`Interrupted` whose ``result`` is the summary of the steps done.
+    raises `Interrupted` whose ``result`` is the summary of the steps done.
     """
     policy = policy or RandomPolicy(venv.spec, venv.num_envs, seed)
     result = venv.reset()

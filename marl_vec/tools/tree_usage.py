@@ -4,9 +4,9 @@ Read from ``/proc`` on Linux, no psutil needed: CPU time is ``utime + stime`` of
 process of the tree (a process's threads included), memory the sum of each
 process's PSS (``/proc/<pid>/smaps_rollup``: pages shared between the main process
 and forked workers are split between them, not counted twice), else its RSS.
-Elsewhere only this process is seen (:func:`tree_pids` is then just it).
+Elsewhere only this process is seen (`tree_pids` is then just it).
 
-Example:
+Examples:
     >>> before = cpu_seconds(tree_pids())
     >>> _ = sum(i * i for i in range(10**5))
     >>> cpu_seconds(tree_pids()) >= before

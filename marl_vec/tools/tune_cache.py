@@ -8,9 +8,9 @@ cpu count, platform and the marl_vec version. The files are JSON under
 ``~/.cache/marl_vec/tune/`` (``$MARL_VEC_TUNE_CACHE`` moves them, tests use it).
 
 Works on plain dicts (a config's ``model_dump(by_alias=True)``), so that
-:mod:`marl_vec.tools.config` can use it without importing the tuner.
+`marl_vec.tools.config` can use it without importing the tuner.
 
-Example:
+Examples:
     >>> data = {"env": {"family": "gym", "id": "CartPole-v1", "kwargs": {}},
     ...         "vec": {"num_envs": 4, "backend": "dummy", "num_workers": None}, "run": {"steps": 10}}
     >>> other = {**data, "vec": {**data["vec"], "backend": "auto"}, "run": {"steps": 99}}
@@ -133,10 +133,12 @@ def save(data: Mapping[str, Any], result: Mapping[str, Any]) -> Path:
 def describe_choice(choice: Mapping[str, Any]) -> str:
     """``subproc, 2 workers`` / ``dummy`` / ``dummy, engine ale_vector`` / ``subproc, 1 worker + main, spin_us=300``.
 
+    ```pycon
     >>> describe_choice({"backend": "subproc", "num_workers": 2, "engine": "python"})
     'subproc, 2 workers, engine python'
     >>> describe_choice({"backend": "subproc", "num_workers": 1, "step_in_main": True, "spin_us": 300})
     'subproc, 1 worker + main, spin_us=300'
+    ```
     """
     text = str(choice["backend"])
     if choice.get("num_workers"):
@@ -159,7 +161,7 @@ def resolve_auto(data: Mapping[str, Any]) -> tuple[dict[str, Any], str, bool]:
 
     ``choice`` has ``backend`` and ``num_workers`` (and ``engine``, ``step_in_main``,
     ``spin_us`` where the tuner chose them): the cached tune result for this config on this machine (``tuned`` True), else
-    :data:`AUTO_DEFAULT`, or ``subproc`` where the config sets an option only worker
+    `AUTO_DEFAULT`, or ``subproc`` where the config sets an option only worker
     processes take (``num_workers``, ``batch_size``, ...). The message says which.
     """
     cached = load(data)

@@ -3,7 +3,7 @@
 It measures, for the config's ``num_envs``: in-process (``dummy``), and
 ``subproc`` with 1, 2, 4, ... workers up to the usable cores (the envs split
 evenly over them), ``subproc`` with usable cores - 1 workers and a block stepped in
-this process, both sides polling :data:`MAIN_SPIN_US` before they sleep
+this process, both sides polling `MAIN_SPIN_US` before they sleep
 (``step_in_main``, ``spin_us``; on 2 cores or more, for 2 envs or more, without
 the async pool), and for a family with engines (Atari) each engine, unless
 the config names one; and ``ray`` (RayVecEnv, an actor per usable core) when
@@ -12,16 +12,16 @@ or a ``vec.ray.address``), if ray is installed (else that row is skipped with
 a note). Each choice runs a random policy for ``seconds`` (after a
 short warm-up) with a progress bar. The table gives env-steps/s, CPU time per
 env-step and the cores kept busy (this process and its workers), and memory
-(PSS of the process tree, :mod:`marl_vec.tools.tree_usage`). ``rounds`` measures
+(PSS of the process tree, `marl_vec.tools.tree_usage`). ``rounds`` measures
 every choice that many times, in turns. The fastest choice (a choice with fewer
-processes within :data:`MARGIN` of it wins instead) is kept in the cache
-(:mod:`marl_vec.tools.tune_cache`) for ``backend: auto``, printed as a ``vec:``
+processes within `MARGIN` of it wins instead) is kept in the cache
+(`marl_vec.tools.tune_cache`) for ``backend: auto``, printed as a ``vec:``
 section, and with ``write=True`` written into the config file.
 
-Example:
+Examples:
     >>> import marl_vec as mv
-    >>> result = mv.tune("gym/cartpole", seconds=0.2, progress=False, quiet=True)  # doctest: +SKIP
-    >>> result.choice  # doctest: +SKIP
+    >>> result = mv.tune("gym/cartpole", seconds=0.2, progress=False, quiet=True)
+    >>> result.choice
     {'backend': 'dummy', 'num_workers': None}
 """
 
@@ -150,7 +150,7 @@ class TuneResult:
 
     @property
     def best(self) -> Row:
-        """The fastest row; but a row with fewer processes within :data:`MARGIN` of it wins (see the module)."""
+        """The fastest row; but a row with fewer processes within `MARGIN` of it wins (see the module)."""
         measured = [r for r in self.rows if not r.skipped and r.env_steps]
         if not measured:
             raise ValueError("no candidate was measured")
@@ -283,8 +283,10 @@ def usable_cores() -> int:
 def worker_counts(num_envs: int, cores: int) -> list[int]:
     """1, 2, 4, ... up to min(num_envs, cores), and that limit itself: more workers than cores only take turns.
 
+    ```pycon
     >>> worker_counts(8, 2), worker_counts(32, 6), worker_counts(1, 64)
     ([1, 2], [1, 2, 4, 6], [1])
+    ```
     """
     limit = max(1, min(num_envs, cores))
     counts = [1 << k for k in range(limit.bit_length()) if 1 << k <= limit]
@@ -337,7 +339,7 @@ def measure(cfg: Config, candidate: Candidate, seconds: float, progress: bool = 
     """Step ``cfg`` run as ``candidate`` with a random policy for ``seconds`` (after a warm-up).
 
     ``label`` names the progress bar (default: the candidate's label).
-    On Ctrl-C, closes the envs and raises :class:`KeyboardInterrupt` with the partial
+    On Ctrl-C, closes the envs and raises `KeyboardInterrupt` with the partial
     row as its argument.
     """
     row = Row(candidate)
@@ -438,7 +440,7 @@ def tune(
     """Measure the ways to run ``config`` here, keep and return the fastest (see the module's docstring).
 
     Args:
-        config: a YAML path, a shipped config name, a dict or a :class:`Config` (default ``mpe/simple_spread``).
+        config: a YAML path, a shipped config name, a dict or a `Config` (default ``mpe/simple_spread``).
         seconds: per measurement (> 0).
         overrides: dotted config keys (``{"vec.num_envs": 32}``).
         rounds: measure every choice this many times, in turns (a loaded machine's noise
@@ -448,7 +450,7 @@ def tune(
         write: set the fastest choice in the config file (a YAML path of yours), and ``overrides``.
         quiet: print nothing (the table is ``str(result)``).
         ray: measure RayVecEnv too (a local cluster, or the config's ``vec.ray.address``);
-            None: only for a Ray config (see :func:`wants_ray`).
+            None: only for a Ray config (see `wants_ray`).
 
     Raises:
         ConfigError: a bad config, ``seconds``, or a ``write`` that cannot be done.

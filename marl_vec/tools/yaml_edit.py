@@ -3,11 +3,11 @@
 PyYAML has no round trip (a load and dump loses the comments), so this edits the
 lines: a key of a block mapping gets its new value on its own line (its comment
 kept), a flow mapping (``kwargs: {N: 3}``) is rewritten on its line, a missing key
-is added at the end of its section, and :data:`DELETE` removes a key. The result
+is added at the end of its section, and `DELETE` removes a key. The result
 is loaded again and must equal the old data with the changes; otherwise
-:class:`YamlEditError` says so and nothing is written.
+`YamlEditError` says so and nothing is written.
 
-Example:
+Examples:
     >>> text = "env:\\n  kwargs: {N: 3}  # three agents\\nvec:\\n  backend: dummy  # here\\n  num_workers: 4\\n"
     >>> print(set_keys(text, {("vec", "backend"): "subproc", ("vec", "num_workers"): DELETE,
     ...                       ("env", "kwargs", "engine"): "python"}), end="")
@@ -148,9 +148,9 @@ def _expected(data: Any, updates: Mapping[tuple[str, ...], Any]) -> Any:
 
 
 def set_keys(text: str, updates: Mapping[tuple[str, ...], Any]) -> str:
-    """``text`` with each key path of ``updates`` set to its value (or removed: :data:`DELETE`).
+    """``text`` with each key path of ``updates`` set to its value (or removed: `DELETE`).
 
-    Raises :class:`YamlEditError` when the edited text would not load as the old
+    Raises `YamlEditError` when the edited text would not load as the old
     data with these changes (a layout this editor does not handle).
     """
     lines = text.splitlines()

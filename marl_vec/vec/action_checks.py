@@ -8,7 +8,7 @@ rows of the envs it sends). VecEnv keeps its own
 allocation-free fast path for plain Discrete actions and uses these for the
 rest, and for every leaf of Dict/Tuple action spaces.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from marl_vec.core.spec import MultiBinaryAction
     >>> check = LeafCheck(MultiBinaryAction((2,)), ("a",))
@@ -189,10 +189,12 @@ class LeafCheck:
 def _check_kind(actions: np.ndarray, kinds: str, must_be: str) -> None:
     """Refuse actions whose dtype kind is not one of ``kinds``; ``must_be`` says what they must be.
 
+    ```pycon
     >>> _check_kind(np.zeros(2, bool), "iu", "discrete actions must be integers")
     Traceback (most recent call last):
     ...
     ValueError: discrete actions must be integers, got dtype bool; pass actions.astype(np.int64) (False -> 0, True -> 1)
+    ```
     """
     if actions.dtype.kind not in kinds:
         raise ValueError(f"{must_be}, got dtype {actions.dtype}{_cast_hint(actions.dtype, kinds)}")

@@ -3,16 +3,16 @@
 ``step()`` takes an array of shape ``(num_envs, n_agents, *action_shape)``,
 object values (Text, Graph, ... spaces) or a Dict/Tuple tree of such arrays;
 the async pool's ``send()`` takes the same over the rows of ``env_ids`` only.
-Discrete actions are checked without allocating (:meth:`ActionWriter._all_available`);
-where that fast check fails, the per-leaf checks of :mod:`marl_vec.vec.action_checks`
+Discrete actions are checked without allocating (`ActionWriter._all_available`);
+where that fast check fails, the per-leaf checks of `marl_vec.vec.action_checks`
 name the first live agent whose action is wrong. Nothing is written unless every leaf is valid.
-In turn-based games only the agent to move is read (:mod:`marl_vec.vec.turns`).
+In turn-based games only the agent to move is read (`marl_vec.vec.turns`).
 
-Example:
+Examples:
     >>> as_object_array([("ab",), ("c",)], (2, 1)).shape
     (2, 1)
 
-:class:`ActionWriter` is a mixin of :class:`~marl_vec.vec.base.VecEnv`.
+`ActionWriter` is a mixin of [`VecEnv`][marl_vec.vec.base.VecEnv].
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from marl_vec.vec.turns import TurnActions
 
 
 class ActionWriter:
-    """Checking actions and writing them into ``buffers.actions``, for :class:`~marl_vec.vec.base.VecEnv`."""
+    """Checking actions and writing them into ``buffers.actions``, for [`VecEnv`][marl_vec.vec.base.VecEnv]."""
 
     buffers: BatchBuffers
     spec: EnvSpec
@@ -139,7 +139,7 @@ class ActionWriter:
         return value
 
     def _write_action_rows(self, actions: Any, env_ids: list[int]) -> None:
-        """The async pool's ``send()``: as :meth:`_write_actions`, over the rows of
+        """The async pool's ``send()``: as `_write_actions`, over the rows of
         ``env_ids`` only (row k of ``actions`` is env ``env_ids[k]``): every action form
         ``step()`` takes (arrays, object values, Dict/Tuple trees), the same checks and
         messages, naming the envs. The other rows are not read: their workers may be
@@ -206,8 +206,10 @@ def as_object_array(values: Any, shape: tuple[int, ...]) -> np.ndarray:
     ``shape``, each value kept as it is: ``np.asarray`` would turn tuples and arrays
     (a Graph's nodes, a Sequence's items) into more axes.
 
+    ```pycon
     >>> as_object_array([("ab",), ("c",)], (2, 1))[1, 0]
     'c'
+    ```
     """
     if isinstance(values, np.ndarray) and values.dtype.hasobject and values.shape == shape:
         return values

@@ -1,10 +1,10 @@
 """VecEnv: the batched API every backend shares.
 
-A backend only moves work to where its :class:`~marl_vec.core.group.EnvGroup`\\ s run
+A backend only moves work to where its `EnvGroup`s run
 (this process, worker processes, Ray actors). Validation of actions, the shape
 of results, copying, episode statistics and the closed state live here once.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 4, env_seed=0)
@@ -18,9 +18,9 @@ Example:
 
 This module holds the public calls and the order they may come in (pending
 steps, interrupts, closing). The rest, one idea a module:
-:mod:`~marl_vec.vec.actions` (checking and writing actions),
-:mod:`~marl_vec.vec.results` (:class:`StepResult`, views or copies of the buffers),
-:mod:`~marl_vec.vec.reward_dtype` (the reward array's dtype). :func:`check_backend_args`
+`actions` (checking and writing actions),
+`results` ([`StepResult`][marl_vec.vec.results.StepResult], views or copies of the buffers),
+`reward_dtype` (the reward array's dtype). `check_backend_args`
 is the first thing every backend's constructor does with the arguments they share.
 """
 
@@ -57,6 +57,7 @@ def check_backend_args(
     One check for the three backends, so that the same mistake gets the same message
     on each.
 
+    ```pycon
     >>> fns, mode = check_backend_args("DummyVecEnv", [dict], "auto", "next_step", 0, None)
     >>> len(fns), mode.value
     (1, 'next_step')
@@ -64,6 +65,7 @@ def check_backend_args(
     Traceback (most recent call last):
     ...
     ValueError: DummyVecEnv needs at least one env_fn
+    ```
     """
     env_fns = list(env_fns)
     if not env_fns:
@@ -85,7 +87,7 @@ class ClosedEnvError(RuntimeError):
 class VecEnv(ActionWriter, ResultMaker, ABC):
     """Base class of every backend.
 
-    Subclasses create ``self.buffers`` (a :class:`BatchBuffers`) and implement the
+    Subclasses create ``self.buffers`` (a `BatchBuffers`) and implement the
     underscored methods; everything public is defined here.
     """
 
@@ -152,7 +154,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         """Whether workers still owe answers to a call that an interrupt cut short.
 
         Backends whose work runs elsewhere (processes, actors) override this and
-        :meth:`_drain`; the in-process backend never owes anything.
+        `_drain`; the in-process backend never owes anything.
         """
         return False
 
@@ -190,7 +192,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         return self._result(infos)
 
     def step_async(self, actions: Any) -> None:
-        """Validate ``actions`` and start a step; collect it with :meth:`step_wait`."""
+        """Validate ``actions`` and start a step; collect it with [`step_wait`][marl_vec.vec.base.VecEnv.step_wait]."""
         self._check_idle("step_async")
         if not self._has_reset:
             raise RuntimeError("call reset() before step()")
@@ -206,7 +208,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         self._waiting = True
 
     def step_wait(self) -> StepResult:
-        """Collect the step started by :meth:`step_async`.
+        """Collect the step started by [`step_async`][marl_vec.vec.base.VecEnv.step_async].
 
         If an interrupt (KeyboardInterrupt) cut an earlier ``step_wait`` short, this
         collects that step: it ran with its own actions, and its result is whole.
@@ -247,7 +249,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
     def episode_statistics(self) -> dict[str, float]:
         """Means over the last ``stats_window`` (100) finished episodes, plus the count
         of all finished episodes (``episodes``, an int); the rules are in
-        :class:`~marl_vec.core.episode.EpisodeStatistics`."""
+        `EpisodeStatistics`."""
         return self.statistics.means()
 
     def render(self) -> list[Any]:
@@ -307,7 +309,7 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
 
     def _check_idle(self, call: str) -> None:
         """Before any call that reaches the envs: refuse while a step is pending
-        (:class:`AlreadyPendingCallError`, the step stays collectable), and finish
+        ([`AlreadyPendingCallError`][marl_vec.core.errors.AlreadyPendingCallError], the step stays collectable), and finish
         what an interrupt left running, so that no worker reads new actions, and
         no validation reads masks, while the interrupted call still runs.
 
@@ -331,8 +333,10 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         not be the one seeded). ``negative``: ``-1`` is the last env, as Python
         indexes a list (call/get_attr/set_attr, as SB3 takes them).
 
-        >>> venv._check_indices(np.array([True, False, True, False]))  # doctest: +SKIP
+        ```pycon
+        >>> venv._check_indices(np.array([True, False, True, False]))
         [0, 2]
+        ```
         """
         if indices is None:
             return list(range(self.num_envs))
@@ -365,8 +369,10 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         """The legal moves (action numbers) of env ``i``'s agent to move, as of the last
         result; or of ``agent`` (an index or id; needed for simultaneous-move envs).
 
-        >>> venv.legal_actions(0)  # doctest: +SKIP
+        ```pycon
+        >>> venv.legal_actions(0)
         array([0, 1, 2, 3, 4, 5, 6])
+        ```
         """
         buf = self.buffers
         i = self._check_indices(int(i))[0]

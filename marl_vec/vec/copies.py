@@ -7,19 +7,19 @@ for its memory twice on every step. Measured on MAgent2 gather (4 envs, 8.9 MB
 of observations and 3.2 MB of state a step): 4.6 ms a step for the returned
 copies and zeros, 0.4 ms for the copies themselves.
 
-- :class:`Recycler` copies a buffer into the memory of an earlier copy of it
+- `Recycler` copies a buffer into the memory of an earlier copy of it
   once the caller has dropped every reference to that copy (its views, and the
   objects that borrow its memory such as memoryviews and ``torch.from_numpy``
   tensors, all hold one), else into a new array. A result the caller still
   holds is never written.
-- :func:`fresh_zeros` gives zeros that cost nothing until written: large ones
+- `fresh_zeros` gives zeros that cost nothing until written: large ones
   are anonymous memory maps, whose pages the kernel supplies (zeroed) on first
   touch, never taken from memory a copy used.
 
-Arrays below :data:`LARGE` bytes are allocated as usual: for them the allocator
+Arrays below `LARGE` bytes are allocated as usual: for them the allocator
 is the cheapest way.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> buffer, recycler = np.ones((512, 512)), Recycler()
     >>> first = recycler.copy(buffer)
@@ -48,7 +48,7 @@ LARGE = 1 << 16
 
 def _references_of_unheld() -> int:
     """``sys.getrefcount`` of an array referenced only by a list slot, read as
-    :meth:`Recycler.copy` reads it (interpreters differ in what the call adds)."""
+    `Recycler.copy` reads it (interpreters differ in what the call adds)."""
     held = [np.empty(1)]
     return sys.getrefcount(held[0])
 
@@ -89,7 +89,7 @@ class Recycler:
 
 
 def copier_for(array: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
-    """How copies of ``array`` (a buffer field) are made: a :class:`Recycler` for large
+    """How copies of ``array`` (a buffer field) are made: a `Recycler` for large
     ones, else ``ndarray.copy`` (the allocator is the cheapest way for small ones)."""
     if array is not None and array.nbytes >= LARGE and not array.dtype.hasobject:
         return Recycler().copy
@@ -106,7 +106,7 @@ def fresh_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 
 def zeros_maker(shape: tuple[int, ...], dtype: Any) -> Callable[[], np.ndarray]:
-    """A function giving :func:`fresh_zeros` of ``shape`` and ``dtype`` (decided once,
+    """A function giving `fresh_zeros` of ``shape`` and ``dtype`` (decided once,
     for a caller that needs them at every step)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
@@ -123,8 +123,10 @@ def blank_rows(array: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     blanked: zeros (False), or None in object arrays (Text, Graph, ... leaves). The one
     rule for ``final_*`` rows where ``done`` is False. None: nothing to blank.
 
+    ```pycon
     >>> blank_rows(np.ones((3, 2)), np.array([True, False, True]))[:, 0].tolist()
     [0.0, 1.0, 0.0]
+    ```
     """
     if rows is not None:
         array[rows] = None if array.dtype.hasobject else 0
@@ -136,10 +138,10 @@ def _mapped_zeros(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.nd
 
 
 def zeros_makers(arrays: list[np.ndarray | None]) -> Callable[[], list[np.ndarray | None]]:
-    """A function giving :func:`fresh_zeros` like each of ``arrays`` (None stays None) at once.
+    """A function giving `fresh_zeros` like each of ``arrays`` (None stays None) at once.
 
     The large ones share one memory map, each its own page-aligned part (they share no
-    memory). A map whose arrays the caller has dropped (as :class:`Recycler` sees it) is
+    memory). A map whose arrays the caller has dropped (as `Recycler` sees it) is
     used again, its pages handed back to the kernel (``madvise(MADV_DONTNEED)``: they
     read as zeros again and cost nothing until touched). A new map and its unmapping
     cost 20 us a step, and unmapping interrupts every thread of the process (a native
@@ -172,7 +174,7 @@ class _ZeroMaps:
     Args:
         parts: (byte offset, shape, dtype) of each array in a map.
         total: a map's size in bytes (a whole number of pages).
-        depth: maps kept for reuse (as :class:`Recycler`'s ``depth``).
+        depth: maps kept for reuse (as `Recycler`'s ``depth``).
     """
 
     def __init__(self, parts: list[tuple[int, tuple[int, ...], np.dtype]], total: int, depth: int = 3):

@@ -2,11 +2,11 @@
 
 The backend for debugging and for envs so cheap that processes do not pay.
 ``step_async`` does the work at once; ``step_wait`` only returns it. The async pool
-(``send``/``recv``, :mod:`marl_vec.vec.pool`) is here too, synchronous: ``send``
+(``send``/``recv``, `marl_vec.vec.pool`) is here too, synchronous: ``send``
 steps its envs at once and ``recv`` returns them in the order sent, so a caller
 written for the pool (a face that steps a subset of envs) runs on every backend.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> with mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, env_seed=0) as venv:
@@ -41,12 +41,12 @@ class DummyVecEnv(AsyncPool, VecEnv):
         validate: check actions' shape, range and availability.
         stats_window: how many of the last finished episodes ``episode_statistics()`` averages over.
         restart_on_error: per-env budget of rebuilds after an env raises (see
-            :class:`~marl_vec.core.group.EnvGroup`); 0 lets the error propagate.
+            `EnvGroup`); 0 lets the error propagate.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.core.state`).
-        batch_size: envs per :meth:`recv` of the (synchronous) async pool (default ``num_envs``).
+            (see `marl_vec.core.state`).
+        batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``).
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """make_vec: pick a backend by name.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> venv = make_vec([lambda: gym.make("CartPole-v1")] * 2, backend="dummy")
     >>> type(venv).__name__
@@ -49,7 +49,7 @@ def make_vec(
     """Run ``env_fns`` as one batch on ``backend`` (dummy, subproc or ray).
 
     ``state``: what ``StepResult.state`` holds, ``auto`` (default), ``env``, ``concat``
-    or ``none`` (see :mod:`marl_vec.core.state`); every backend applies it where it makes
+    or ``none`` (see `marl_vec.core.state`); every backend applies it where it makes
     its envs. ``backend_kwargs`` go to the backend (``num_workers``, ``start_method``, ...).
     """
     cls = backend_class(backend)

@@ -16,7 +16,7 @@ beside it is safe; counting it would make every process that imported numpy look
 threaded. Its size is read from each loaded OpenBLAS library (``blas_server_avail``,
 ``blas_num_threads``); where that cannot be read, none are left out (the safe side).
 
-Example:
+Examples:
     >>> import numpy  # its OpenBLAS pool is not counted
     >>> threads_beside_main() >= 0
     True

@@ -17,7 +17,7 @@ Contract:
   rows in env order. Envs never reset (after a partial first reset) and envs that
   raised stay out of the pool until a ``reset()`` names them.
 - ``recv()`` blocks (at most ``timeout`` s) until ``batch_size`` envs have results it
-  has not returned yet and returns those rows as copies, in a :class:`PoolStepResult`
+  has not returned yet and returns those rows as copies, in a [`PoolStepResult`][marl_vec.vec.pool.PoolStepResult]
   whose ``env_ids`` are in the order the envs finished. Envs that finished beyond the
   batch stay ready for the next ``recv()``.
 - ``send(actions, env_ids)`` steps envs that ``recv()`` returned and that were not sent
@@ -26,7 +26,7 @@ Contract:
   trees) with a row per sent env, ``(len(env_ids), n_agents, ...)``, row k for env
   ``env_ids[k]``, validated against those envs' own rows as ``step()`` validates; ``env_ids``
   as ``reset()`` takes them (ints, or a boolean mask of length ``num_envs``). Any other env raises
-  :class:`~marl_vec.core.errors.PoolNotReadyError` and nothing is sent: no env is stepped
+  [`PoolNotReadyError`][marl_vec.core.errors.PoolNotReadyError] and nothing is sent: no env is stepped
   twice without a ``recv()`` in between.
 - Autoreset, episode statistics and fault handling are those of the synchronous path
   (``same_step`` or ``fast``: ``final_*`` of the finished rows ride in the result; or
@@ -41,14 +41,14 @@ Contract:
 - ``reset()``, ``step()`` and ``step_async()`` first wait for the envs in flight and
   drop their results, an env's error included (recorded episodes stay in the
   statistics); after ``step()`` every env is ready again, as after ``reset()``.
-- ``call()``, ``get_attr()``, ``set_attr()`` and ``render()`` (:data:`KEEP_POOL`) wait
+- ``call()``, ``get_attr()``, ``set_attr()`` and ``render()`` (`KEEP_POOL`) wait
   for the envs in flight and keep the pool as it is: the results and errors read stay
   for the next ``recv()`` calls, envs received stay owed, and the call reaches each env
   after its step in flight (a ``set_attr`` applies from the env's next step).
 - ``final_*`` rows of envs not done are blanks (zeros; None in object leaves), as
   ``step()``'s with ``copy=True``.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> with mv.SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2, batch_size=3) as venv:
@@ -94,7 +94,7 @@ __all__ = ["AsyncPool", "PoolStepResult", "PoolNotReadyError"]
 
 @dataclass
 class PoolStepResult(StepResult):
-    """A :class:`StepResult` over the rows of ``env_ids`` only (row k is env ``env_ids[k]``)."""
+    """A [`StepResult`][marl_vec.vec.results.StepResult] over the rows of ``env_ids`` only (row k is env ``env_ids[k]``)."""
 
     env_ids: np.ndarray | None = None
 
@@ -102,11 +102,11 @@ class PoolStepResult(StepResult):
 class AsyncPool:
     """Mixin for the process backends: the pool's state and its two calls.
 
-    A backend gives each worker's ``(start, stop)`` block to :meth:`_init_pool`,
+    A backend gives each worker's ``(start, stop)`` block to `_init_pool`,
     ``timeout``, and implements the ``_pool_*`` hooks at the end of this class. Per
     worker the pool keeps the envs in flight in the order the worker finishes them;
-    the backend reports each finished env with :meth:`_pool_complete` (or
-    :meth:`_pool_fail`), in that order.
+    the backend reports each finished env with `_pool_complete` (or
+    `_pool_fail`), in that order.
     """
 
     _pool_blocks: list[tuple[int, int]]
@@ -188,9 +188,9 @@ class AsyncPool:
                 held.clear()
 
     def _check_idle(self, call: str) -> None:
-        """Before a synchronous call (:meth:`VecEnv._check_idle`): pool steps in flight
+        """Before a synchronous call (`VecEnv._check_idle`): pool steps in flight
         finish first. ``reset()`` and ``step()`` drop their results (they start a new
-        round); the calls of :data:`KEEP_POOL` keep them, and the pool goes on."""
+        round); the calls of `KEEP_POOL` keep them, and the pool goes on."""
         self._check_open()
         if call in KEEP_POOL:
             self._pool_finish_flight()
@@ -223,7 +223,7 @@ class AsyncPool:
             self._pool_ready.extend(i for i in range(self._num_pool_envs) if i not in out)
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """Step the envs ``env_ids`` (returned by :meth:`recv`, not sent since) with ``actions``.
+        """Step the envs ``env_ids`` (returned by `recv`, not sent since) with ``actions``.
 
         ``env_ids`` as ``reset()`` and ``call()`` take them: ints, or a boolean mask of
         length ``num_envs`` (rows of ``actions`` then in env order).
@@ -407,7 +407,7 @@ class AsyncPool:
 
     def _pool_complete(self, w: int, info: dict | ObjectReply | None) -> None:
         """Worker w finished the next env of its flight (its rows are in the buffers, but
-        for object leaves, which come in an :class:`ObjectReply` with its info)."""
+        for object leaves, which come in an `ObjectReply` with its info)."""
         env = self._pool_flying[w].popleft()
         self._pool_in_flight -= 1
         if isinstance(info, ObjectReply):  # the env's rows of the object leaves (never in shared memory)
@@ -447,7 +447,7 @@ class AsyncPool:
         A frame cut by the read waits in ``_pool_partial`` for the rest. Signals wait
         until the answers read are recorded, so Ctrl-C never drops one. The envs' errors
         (``error_of(env_index, repr, traceback)``, each) are raised together as
-        :class:`_EnvFailed` after; a whole block's error (an engine step: the same answer
+        `_EnvFailed` after; a whole block's error (an engine step: the same answer
         for each env of the block) counts once.
         """
         errors: list[BaseException] = []
@@ -501,7 +501,7 @@ class AsyncPool:
 
     def _pool_fail(self, w: int) -> None:
         """The next env of worker w's flight raised: it leaves the pool until reset() (the
-        backend raises its error, as :class:`_EnvFailed`, once it has read its answers)."""
+        backend raises its error, as `_EnvFailed`, once it has read its answers)."""
         env = self._pool_flying[w].popleft()
         self._pool_in_flight -= 1
         self._pool_failed.add(env)
@@ -525,8 +525,8 @@ class AsyncPool:
         raise NotImplementedError
 
     def _pool_answer(self, w: int) -> None:
-        """Read worker w's answers: :meth:`_pool_complete` per finished env (or :meth:`_pool_fail`,
-        then raise :class:`_EnvFailed`). A lost worker is replaced here, or raises."""
+        """Read worker w's answers: `_pool_complete` per finished env (or `_pool_fail`,
+        then raise `_EnvFailed`). A lost worker is replaced here, or raises."""
         raise NotImplementedError
 
     def _pool_timed_out(self, flying: list[int]) -> None:
@@ -539,7 +539,7 @@ class AsyncPool:
 
 
 class _EnvFailed(Exception):
-    """Raised by a backend's :meth:`AsyncPool._pool_answer` once envs' errors are recorded
+    """Raised by a backend's `AsyncPool._pool_answer` once envs' errors are recorded
     (one or more, in the order read; the pool raises each from its own ``recv()``)."""
 
     def __init__(self, error: BaseException, *more: BaseException):

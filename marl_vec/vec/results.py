@@ -2,16 +2,16 @@
 
 With ``copy=True`` every returned array is a fresh copy; ``final_*`` are copied
 only on steps where some env finished (rows of envs not done blanked), and are fresh zeros on the others
-(:func:`marl_vec.vec.copies.zeros_makers`), which is cheaper for large observations.
+(`marl_vec.vec.copies.zeros_makers`), which is cheaper for large observations.
 
-Example:
+Examples:
     >>> import gymnasium as gym, marl_vec as mv
     >>> with mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2) as venv:
     ...     r = venv.reset()
     >>> type(r).__name__, r.obs.shape, r.final_obs.shape
     ('StepResult', (2, 1, 4), (2, 1, 4))
 
-:class:`ResultMaker` is a mixin of :class:`~marl_vec.vec.base.VecEnv`.
+`ResultMaker` is a mixin of [`VecEnv`][marl_vec.vec.base.VecEnv].
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class StepResult:
 
 
 class ResultMaker:
-    """Building the StepResult of the buffers, for :class:`~marl_vec.vec.base.VecEnv`."""
+    """Building the StepResult of the buffers, for [`VecEnv`][marl_vec.vec.base.VecEnv]."""
 
     buffers: BatchBuffers
     copy: bool
@@ -132,13 +132,13 @@ class ResultMaker:
 
     def _final_copies(self, buf: BatchBuffers, any_done: bool) -> tuple[Any, Any, Any, Any]:
         """Copies of ``final_*`` (obs, state, avail_actions, acting) with the rows of envs
-        not done blanked (zeros; None in object leaves: :func:`~marl_vec.vec.copies.blank_rows`),
+        not done blanked (zeros; None in object leaves: `blank_rows`),
         or where no env finished, fresh blanks.
 
         The buffers' ``final_*`` rows are valid only where an env finished; elsewhere they
         hold an earlier episode's end. On the many steps where none did, zeros are cheaper
         than a copy: large ones are pages the kernel supplies on first touch (see
-        :func:`marl_vec.vec.copies.zeros_maker`), which for pixel observations is most of
+        `marl_vec.vec.copies.zeros_maker`), which for pixel observations is most of
         the difference.
         """
         avail = buf.final_avail_actions
@@ -211,7 +211,7 @@ def _copy(array: np.ndarray) -> np.ndarray:
 
 
 def _zeros_like(array: np.ndarray) -> np.ndarray:
-    """Blanks like ``array`` (None in object arrays: :func:`~marl_vec.vec.copies.blank_rows`);
+    """Blanks like ``array`` (None in object arrays: `blank_rows`);
     ``np.zeros_like`` fills its result, ``np.zeros`` gets calloc'ed (untouched) memory."""
     if array.dtype.hasobject:
         return np.full(array.shape, None, array.dtype)

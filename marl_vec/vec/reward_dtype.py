@@ -1,6 +1,6 @@
 """The reward array's dtype: ``float32`` or ``float64``, chosen per VecEnv or left to the family.
 
-Example:
+Examples:
     >>> parse_reward_dtype("float64")
     dtype('float64')
     >>> parse_reward_dtype(None) is None

@@ -3,17 +3,17 @@
 In a turn-based batch (``spec.turn_based``, PettingZoo AEC envs) one agent per env
 moves at each step: ``buffers.acting`` marks it. The others' actions are ignored,
 so any value is fine there, NaN included: a trainer may hand in a float array with
-NaN everywhere but at the movers. :class:`TurnActions` checks the movers' moves
+NaN everywhere but at the movers. `TurnActions` checks the movers' moves
 (an illegal one raises ``ValueError`` naming the env, its game, the agent, the move
 and the legal moves) and writes integer actions into the buffer, zero for the others.
 
 ``WAIT`` (-1) as the mover's action leaves that env as it is for one step: no turn is
 played, its reward is zero and its flags clear, its episode length (counted in turns)
 does not grow. This lets a caller move some envs while others wait, e.g. the faces'
-opponent seat (:mod:`marl_vec.compat.opponent`) plays the opponent's turns while the
+opponent seat (`marl_vec.compat.opponent`) plays the opponent's turns while the
 learner's envs wait. (Not for games whose Discrete moves start at -1 or lower.)
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from marl_vec.core.spec import DiscreteAction, EnvSpec
     >>> spec = EnvSpec(("x", "o"), (9,), np.int8, (18,), np.int8, DiscreteAction(9),

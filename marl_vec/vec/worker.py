@@ -7,8 +7,8 @@ memory; the pipe carries only commands, non-empty infos and errors.
 
 Wire format, chosen so that the hot path pickles nothing in the common case:
 
-- parent -> worker: :data:`STEP` (one byte), :data:`POOL_STEP` followed by local env
-  indices (:func:`encode_pool_step`), or a pickled ``(command, *args)`` tuple.
+- parent -> worker: `STEP` (one byte), `POOL_STEP` followed by local env
+  indices (`encode_pool_step`), or a pickled ``(command, *args)`` tuple.
 - worker -> parent: ``b""`` (done, nothing to say: a step with only empty infos)
   or a pickled ``("ok", payload)`` / ``("error", (env_index, repr, traceback))``.
   A pool step answers once per env, in the order given, as soon as that env's rows
@@ -16,7 +16,7 @@ Wire format, chosen so that the hot path pickles nothing in the common case:
 - Only for spaces with object leaves (Text, Graph, ...; never in shared memory):
   a step is ``("step", object_action_rows)``, a pool step ``("pool_step", local_ids,
   object_action_rows)`` (the rows of those envs), and step and reset answers are an
-  :class:`ObjectReply` carrying the block's rows of the object arrays (a pool step's
+  `ObjectReply` carrying the block's rows of the object arrays (a pool step's
   answer: its env's row).
 
 Example (what SubprocVecEnv does; not run here)::
@@ -65,7 +65,7 @@ def encode_ok(payload: Any) -> bytes:
 def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:
     """An error as plain strings: the exception object may not pickle, its traceback never does.
 
-    A :class:`~marl_vec.core.errors.SetupError` of marl_vec's own (a missing extra, an
+    A [`SetupError`][marl_vec.core.errors.SetupError] of marl_vec's own (a missing extra, an
     unknown env id, ...) goes whole in place of its repr, so the caller can show its
     message alone (``WorkerError.cause``). Only marl_vec's: the parent can always
     import their classes to unpickle them.
@@ -139,14 +139,14 @@ def worker_main(
         env_fns: its block of env_fns, or their cloudpickle bytes (spawn, forkserver).
         start: global index of its first env.
         num_envs: E of the whole batch (the shared buffers hold every env).
-        autoreset, env_seed, restart_on_error: passed to its :class:`EnvGroup`.
+        autoreset, env_seed, restart_on_error: passed to its `EnvGroup`.
         inherited: under fork, the parent's ends of every pipe made so far (this
             worker's own included); closed at once, or the worker would never read
             EOF when the parent dies, and would keep its siblings from reading it.
         environ: the parent's environment variables when it made this worker. A
             forkserver child inherits the server's, fixed when the server started,
             so a variable set later (SC2PATH, say) would be missing without this.
-        spin: seconds to poll for the next command before sleeping (see :func:`serve`).
+        spin: seconds to poll for the next command before sleeping (see `serve`).
         block_name: under fork, the name the parent gives (or gave) its shared block:
             unlinked here if the parent vanishes, even before this worker attached.
     """
@@ -187,7 +187,7 @@ def worker_main(
 
 def build_adapters(send: Any, env_fns: Any, start: int) -> tuple[list, list] | None:
     """Build a block's adapters and ``send`` its ``start`` answer: ``(pid, specs)``, the
-    :class:`SameEnvError` of a block whose envs are one object, or the error that
+    `SameEnvError` of a block whose envs are one object, or the error that
     stopped it. Returns ``(env_fns, adapters)`` (env_fns unpickled), or None when the
     block cannot go on (its adapters closed)."""
     from marl_vec.envs.registry import as_adapter, check_distinct_envs
@@ -222,7 +222,7 @@ def build_adapters(send: Any, env_fns: Any, start: int) -> tuple[list, list] | N
 def attach(send: Any, data: bytes, env_fns: list, adapters: list, start: int, num_envs: int, autoreset: str,
            env_seed: int | None, restart_on_error: int) -> tuple[Any, Any] | None:
     """Answer the parent's ``attach`` command (``data``): map the shared block and make the
-    :class:`EnvGroup` over the adapters; returns ``(group, buffers)``, or None when the
+    `EnvGroup` over the adapters; returns ``(group, buffers)``, or None when the
     parent gave up or attaching failed (the adapters are closed, the error sent)."""
     from marl_vec.core.buffers import BatchBuffers
     from marl_vec.core.group import EnvGroup
@@ -291,11 +291,13 @@ def serve(conn: Any, group: Any, start: int, spin: float = 0.0) -> None:
 def poll_until(poll: Callable[[], T], until: float, clock: Callable[[], float]) -> T:
     """Call ``poll`` over and over without sleeping until it answers something true or
     ``clock()`` reaches ``until``; its last answer. The spin of ``spin_us``, on both
-    sides of a pipe: a worker waiting for a command (:func:`serve`), the trainer's
+    sides of a pipe: a worker waiting for a command (`serve`), the trainer's
     process waiting for answers (``SubprocTransport._wait_events``).
 
+    ```pycon
     >>> poll_until(lambda: [], 0.0, lambda: 1.0)
     []
+    ```
     """
     while True:
         got = poll()
@@ -306,7 +308,7 @@ def poll_until(poll: Callable[[], T], until: float, clock: Callable[[], float]) 
 def handle(data: bytes, send: Any, group: Any, start: int, objects: bool) -> bool:
     """Answer one command (``data``) with ``group`` through ``send``; False after ``close``.
 
-    The body of :func:`serve`, and what SubprocVecEnv's block in the main process
+    The body of `serve`, and what SubprocVecEnv's block in the main process
     (``step_in_main``) runs for each command it is sent.
     """
     if data == STEP:
@@ -351,7 +353,7 @@ def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int], objec
 
     An env's error is its answer; the other envs still step. A group that steps only
     whole blocks (a native engine) is sent its whole block, and answers once per env after it.
-    ``objects``: the batch has object leaves; each answer is an :class:`ObjectReply` with
+    ``objects``: the batch has object leaves; each answer is an `ObjectReply` with
     the env's rows of them.
     """
     if group.steps_single_envs or group.unstarted:  # a replaced engine block: restarts need no engine step
@@ -402,7 +404,7 @@ def run_command(group: Any, command: str, args: Sequence[Any]) -> Any:
     those names take them) or ``ping``.
 
     The one dispatch of the calls every host of a group answers alike: worker processes
-    and linked Ray actors (over their pipe or socket, :func:`serve`) and Ray actors
+    and linked Ray actors (over their pipe or socket, `serve`) and Ray actors
     answering Ray calls (``GroupHost.command``).
     """
     if command == "reset":

@@ -5,7 +5,7 @@ Text, Graph, Sequence, OneOf and custom spaces; gymnasium batches (E, ...)
 arrays and tuples of per-env values. Infos lose marl_vec's own keys and get the
 env's ``"episode"`` back.
 
-Example:
+Examples:
     >>> agent_zero(np.zeros((3, 1, 4))).shape
     (3, 4)
     >>> object_column(["a", "b"]).shape
@@ -35,12 +35,12 @@ def agent_zero(tree: Any) -> Any:
 def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool, kind: Any = None) -> Any:
     """Env ``env``'s final observation as the env itself returned it (SyncVectorEnv's
     ``infos["final_obs"][env]``): each leaf of the type ``kind`` says
-    (:mod:`marl_vec.core.obs_types`: the env's own ``int``, ``np.int64``, 0-d array, array
+    (`marl_vec.core.obs_types`: the env's own ``int``, ``np.int64``, 0-d array, array
     dtype, ...), dicts / tuples for Dict / Tuple (copied when ``copy``: the buffers are
     reused). Without a kind (adapters other than GymAdapter): Python ints for Discrete
     leaves, the buffers' arrays elsewhere.
 
-    Example:
+    Examples:
         >>> space = gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(32), gymnasium.spaces.Box(0, 1, (2,))))
         >>> final_obs_of(space, (np.array([[7]]), np.zeros((1, 1, 2), np.float32)), 0, copy=False)
         (7, array([0., 0.], dtype=float32))
@@ -67,12 +67,14 @@ def final_obs_of(space: gymnasium.spaces.Space, tree: Any, env: int, copy: bool,
 
 
 class FinalObs:
-    """:func:`final_obs_of` for a face over ``venv``, each env's leaves of the types its
-    env returns (:mod:`marl_vec.core.obs_types`, read from the adapters once, at the first
+    """`final_obs_of` for a face over ``venv``, each env's leaves of the types its
+    env returns (`marl_vec.core.obs_types`, read from the adapters once, at the first
     final observation: the envs have been reset by then).
 
-    >>> final = FinalObs(venv)  # doctest: +SKIP
-    >>> final(r.final_obs, i, copy=True)  # doctest: +SKIP
+    ```python
+    final = FinalObs(venv)
+    final(r.final_obs, i, copy=True)
+    ```
     """
 
     def __init__(self, venv: VecEnv):
@@ -93,8 +95,10 @@ def gym_batch(space: gymnasium.spaces.Space, tree: Any) -> Any:
     """A tree of (E, ...) arrays of ``space``'s structure as gymnasium batches it: object
     leaves (Text, Graph, Sequence, OneOf, custom spaces) as a tuple of per-env values.
 
+    ```pycon
     >>> gym_batch(gymnasium.spaces.Text(4), np.array(["ab", "c"], dtype=object))
     ('ab', 'c')
+    ```
     """
     if isinstance(space, gymnasium.spaces.Dict):
         return {key: gym_batch(child, tree[key]) for key, child in space.spaces.items()}

@@ -1,4 +1,4 @@
-"""The spaces of the gymnasium faces (:class:`~marl_vec.compat.gym.vector.GymVectorEnv`, SB3's VecEnv).
+"""The spaces of the gymnasium faces ([`GymVectorEnv`][marl_vec.compat.gym.vector.GymVectorEnv], SB3's VecEnv).
 
 A face reports the sub-envs' own space objects where they are the ones the
 spec was made from (so ``action_space.sample()`` draws as gymnasium's would),
@@ -6,7 +6,7 @@ else spaces made from the spec; and refuses sub-envs whose spaces differ with
 ``SyncVectorEnv``'s RuntimeError and words, so that code matching gymnasium's
 message matches ours.
 
-Example:
+Examples:
     >>> import gymnasium as gym
     >>> _check_same([gym.spaces.Discrete(2), gym.spaces.Discrete(3)], "action")
     Traceback (most recent call last):

@@ -37,7 +37,7 @@ actions, on any backend (dummy, subproc, ray):
   ``set_attr`` reach through gymnasium wrappers (``get_wrapper_attr``/``set_wrapper_attr``);
   ``render_mode`` and ``metadata`` are env 0's.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> envs = GymVectorEnv(mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 3, autoreset="next_step"))
@@ -50,8 +50,8 @@ Example:
     >>> envs.close()
 
 This module is the face itself; what it translates is in
-:mod:`~marl_vec.compat.gym.batching` (observations, actions, infos) and
-:mod:`~marl_vec.compat.gym.spaces` (which spaces it reports, and which sub-envs it refuses).
+`batching` (observations, actions, infos) and
+`spaces` (which spaces it reports, and which sub-envs it refuses).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         episode_info: also report marl_vec's episode summary in ``infos["episode"]``.
         opponent: for a turn-based game (``spec.turn_based``), served as single-agent:
             ``opponent(obs, avail) -> moves`` plays every seat but ``seat`` (default: a
-            random legal move); see :mod:`marl_vec.compat.opponent`.
+            random legal move); see `marl_vec.compat.opponent`.
         seat: the learner's agent in a turn-based game, an index or an id.
         observation_mode: as SyncVectorEnv's: ``"same"`` (every env has env 0's
             observation space), ``"different"`` (same shape and dtype, bounds may
@@ -198,11 +198,13 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         face over it. Sub-envs whose spaces the VecEnv cannot batch together raise
         ``RuntimeError`` with SyncVectorEnv's message, as gymnasium does.
 
+        ```pycon
         >>> import gymnasium as gym
         >>> envs = GymVectorEnv.from_env_fns([lambda: gym.make("CartPole-v1")] * 2, autoreset_mode="SameStep")
         >>> envs.metadata["autoreset_mode"], envs.num_envs
         (<AutoresetMode.SAME_STEP: 'SameStep'>, 2)
         >>> envs.close()
+        ```
         """
         from marl_vec.vec.factory import make_vec
 

@@ -1,25 +1,25 @@
-"""The PyMARL school's faces (PyMARL, EPyMARL, pymarlzooplus): :func:`register`.
+"""The PyMARL school's faces (PyMARL, EPyMARL, pymarlzooplus): [`register`][marl_vec.compat.pymarl.register].
 
 Their trainers build envs from a module-level registry (``envs.REGISTRY``) and step
 them with a runner from ``runners.REGISTRY``. One call puts marl_vec into both:
 
-- the env face :class:`~marl_vec.compat.pymarl.env.PyMARLEnv` (``env=marl_vec``): any
+- the env face [`PyMARLEnv`][marl_vec.compat.pymarl.env.PyMARLEnv] (``env=marl_vec``): any
   marl_vec config as a PyMARL ``MultiAgentEnv``, under the trainer's own runners;
-- the runner face :class:`~marl_vec.compat.pymarl.runner.MarlVecRunner`
+- the runner face [`MarlVecRunner`][marl_vec.compat.pymarl.runner.MarlVecRunner]
   (``runner=marl_vec``): a marl_vec VecEnv of ``batch_size_run`` envs in the
   ``one_episode`` mode, filling the trainer's ``EpisodeBatch`` itself, in place of
   the ``parallel`` runner's Pipe-per-env workers.
 
-``env_args.key`` names the marl_vec config (see :mod:`marl_vec.compat.pymarl.env`).
+``env_args.key`` names the marl_vec config (see `marl_vec.compat.pymarl.env`).
 pymarlzooplus 1.1.0 pins numpy<2 and pettingzoo==1.24.3: it lives in .venv-pymarl
 (``bash scripts/install_pymarl_venv.sh``). docs/faces/pymarl.md has a whole run.
 
-Example:
+Examples:
     >>> from marl_vec.compat.pymarl import register
-    >>> register()  # doctest: +SKIP
+    >>> register()
     >>> from pymarlzooplus import pymarlzooplus
     >>> pymarlzooplus({"config": "qmix", "runner": "marl_vec", "env_args": {"key": "lbf/8x8-2p-2f-coop"},
-    ...                "env-config": "marl_vec"})  # doctest: +SKIP
+    ...                "env-config": "marl_vec"})
 """
 
 from __future__ import annotations
@@ -49,10 +49,12 @@ def register(envs_registry: MutableMapping[str, Any] | None = None,
     EPyMARL/PyMARL users pass their clone's. Then ``env=<key>`` with
     ``env_args.key=<config>`` runs under any runner, and ``runner=<runner>`` is marl_vec's.
 
+    ```pycon
     >>> registry = {}
     >>> register(registry, runner=None)
     >>> sorted(registry)
     ['marl_vec']
+    ```
     """
     for name, what in ((key, "key"), (runner, "runner")):
         if name is None and what == "runner":

@@ -2,9 +2,9 @@
 
 The PyMARL school's trainers build envs from a module-level registry (``envs.REGISTRY``:
 name -> callable taking ``**env_args``) and step them with a runner from
-``runners.REGISTRY``; :func:`marl_vec.compat.pymarl.register` puts both faces there:
+``runners.REGISTRY``; [`marl_vec.compat.pymarl.register`][marl_vec.compat.pymarl.register] puts both faces there:
 
-- **The env face** :class:`PyMARLEnv` (``env=marl_vec``): one env of a marl_vec config
+- **The env face** [`PyMARLEnv`][marl_vec.compat.pymarl.env.PyMARLEnv] (``env=marl_vec``): one env of a marl_vec config
   as a PyMARL ``MultiAgentEnv``: ``get_obs``, ``get_state``, ``get_avail_actions``,
   ``get_env_info`` (``state_shape``, ``obs_shape``, ``n_actions``, ``n_agents``,
   ``episode_limit``), ``get_stats``, ``reset``, ``step``. ``step(actions)`` returns
@@ -16,7 +16,7 @@ name -> callable taking ``**env_args``) and step them with a runner from
   the sum of the agents' rewards (float64, summed in agent order as Python's ``sum``);
   with ``team_reward="shared"``, the one reward every agent gets (SMAC's convention: the
   StarCraft II family gives each agent the team reward, which a sum would count n times).
-- **The runner face** :class:`~marl_vec.compat.pymarl.runner.MarlVecRunner`
+- **The runner face** [`MarlVecRunner`][marl_vec.compat.pymarl.runner.MarlVecRunner]
   (``runner=marl_vec``): steps a marl_vec VecEnv of ``batch_size_run`` envs in the
   ``one_episode`` autoreset mode and fills the trainer's ``EpisodeBatch`` itself, in
   place of the ``episode`` / ``parallel`` runners and their Pipe-per-env workers.
@@ -37,6 +37,8 @@ name -> callable taking ``**env_args``) and step them with a runner from
   the limit in ``env_kwargs``), ``render`` False (the runners call ``render()`` themselves).
 
 Example (the env face alone; ``register()`` makes it the trainer's ``env=marl_vec``):
+
+    ```pycon
     >>> env = PyMARLEnv(key="lbf/8x8-2p-2f-coop", seed=0)
     >>> env.get_env_info()
     {'n_agents': 2, 'obs_shape': 12, 'state_shape': 24, 'n_actions': 6, 'episode_limit': 50}
@@ -45,6 +47,7 @@ Example (the env face alone; ``register()`` makes it the trainer's ``env=marl_ve
     >>> reward, terminated, info
     (0.0, False, {})
     >>> env.close()
+    ```
 """
 
 from __future__ import annotations

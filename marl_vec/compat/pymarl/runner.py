@@ -15,7 +15,7 @@ a run with it learns the parameters a native run learns on the same envs; with
 VecEnv's backend: ``env_args.backend``, default the config's) are its own: ``close_env``
 closes them, and so does a failed constructor.
 
-Registered by :func:`marl_vec.compat.pymarl.register`; it needs ``env=<the key register()
+Registered by [`marl_vec.compat.pymarl.register`][marl_vec.compat.pymarl.register]; it needs ``env=<the key register()
 gave the env face>`` and the same ``env_args`` as that face.
 """
 

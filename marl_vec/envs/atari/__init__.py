@@ -17,7 +17,7 @@ Both adapters can snapshot and restore the emulator and the preprocessing
 state, for ``autoreset="fast"``: every episode after the first starts from the
 exact state of the first reset (no random noops, no reset cost).
 
-Example:
+Examples:
     >>> env = make_atari("ALE/Pong-v5", preprocess=True)
     >>> env.spec.obs_shape, env.spec.obs_dtype, env.spec.n_actions
     ((4, 84, 84), dtype('uint8'), 6)
@@ -29,7 +29,7 @@ preprocessing options), ``snapshot`` (save/restore of wrapper state),
 ``frames`` (the multi-player frame pipeline), ``adapter`` (the single-agent
 adapter), ``multiplayer`` (PettingZoo's Atari), ``engine`` (ale-py's C++
 ``AtariVectorEnv`` stepping a whole group). This module holds only the
-family's factory, :func:`make_atari`, and the public names; it may import its
+family's factory, `make_atari`, and the public names; it may import its
 own submodules and ``marl_vec.envs.registry``.
 """
 
@@ -61,14 +61,14 @@ def make_atari(env_id: str, preprocess: bool = False, engine: str = "auto", **kw
             module (``pettingzoo.atari.pong_v3``: one agent per player).
         preprocess: apply the standard preprocessing; its options (``noop_max``,
             ``frame_skip``, ``screen_size``, ``grayscale``, ``frame_stack``,
-            ``terminal_on_life_loss``, ``clip_rewards``) default to :data:`PREPROCESS_DEFAULTS`.
+            ``terminal_on_life_loss``, ``clip_rewards``) default to `PREPROCESS_DEFAULTS`.
         engine: ``auto`` (the default: the fastest that takes the options, ``ale_vector``,
             else python; in a group whose autoreset mode the engine cannot serve,
             ``next_step``, ``one_episode``, ``fast``, the envs run on the python path),
             ``python`` (gymnasium's chain, stepped env by env: frames and random streams
             bit-equal to gymnasium's ``AtariPreprocessing``), ``ale_vector`` (ale-py's C++
             ``AtariVectorEnv``: a group stepped in one native call, see
-            :mod:`marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), or
+            `marl_vec.envs.atari.engine`; ``engine_threads`` sets its threads), or
             ``envpool`` (EnvPool's Atari, the same way; ``pip install 'marl_vec[envpool]'``).
         kwargs: the rest goes to ``gymnasium.make`` or the PettingZoo game
             (``repeat_action_probability``, ``full_action_space``, ``num_players``, ``max_cycles``, ...).

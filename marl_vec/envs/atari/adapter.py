@@ -1,14 +1,14 @@
 """The single-agent Atari adapter: one gymnasium ALE chain as one agent.
 
-One idea: :class:`AtariAdapter` steps a chain from
-:func:`~marl_vec.envs.atari.chain.atari_gym_env`, stacks frames in place,
+One idea: `AtariAdapter` steps a chain from
+`atari_gym_env`, stacks frames in place,
 clips rewards while keeping the raw score, and snapshots/restores the emulator
 and the wrappers' state for ``autoreset="fast"``.
 
 May import: numpy, gymnasium (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``,
 ``marl_vec.envs.base``, ``marl_vec.envs.atari.chain`` and ``.snapshot``.
 
-Example:
+Examples:
     >>> from marl_vec.envs.atari.chain import atari_gym_env
     >>> env, opts = atari_gym_env("ALE/Pong-v5", preprocess=True, stack_frames=False)
     >>> AtariAdapter(env, opts, frame_stack=opts.frame_stack).spec.obs_shape
@@ -29,7 +29,7 @@ from marl_vec.core.spec import DiscreteAction
 
 
 class AtariAdapter(NativeEnvAdapter):
-    """One ALE game (a gymnasium env chain from :func:`atari_gym_env`) as one agent.
+    """One ALE game (a gymnasium env chain from `atari_gym_env`) as one agent.
 
     The state is the observation. ``clip_rewards`` writes the sign of the reward;
     ``infos[i]["episode"]["score"]`` is the raw game score either way.

@@ -1,25 +1,25 @@
-"""ale-py's C++ ``AtariVectorEnv`` as an engine: :class:`AleEngine` and its group stepper.
+"""ale-py's C++ ``AtariVectorEnv`` as an engine: `AleEngine` and its group stepper.
 
-:class:`AleEngine` holds one ``AtariVectorEnv`` over a group's slots and the
+`AleEngine` holds one ``AtariVectorEnv`` over a group's slots and the
 per-slot state of our contract (scores, step counts, each episode's reset
-frame); :class:`AleVectorStepper` steps it whole (see
-:mod:`marl_vec.envs.atari.engine` for how our contract maps onto it).
+frame); `AleVectorStepper` steps it whole (see
+`marl_vec.envs.atari.engine` for how our contract maps onto it).
 
 The engine keeps the frame stacks (``stack_num = frame_stack``): its threads
 write each step's stacks, oldest frame first, into a fresh array, which
 reaches the rows in one contiguous copy. ale-py pads a reset stack with zeros
 where our contract (gymnasium's ``FrameStackObservation``, the python path)
 pads with the reset frame: for the first ``frame_stack - 2`` steps of an
-episode (:attr:`AleEngine.young`) the stepper writes the reset frame over the
+episode (`AleEngine.young`) the stepper writes the reset frame over the
 padding, in the engine's array before the copy. A step where no episode is
 young and none ended runs no per-env Python.
 
 May import: numpy, ale-py (via the config's ``build``),
 ``marl_vec.envs.atari.engine_config``, ``marl_vec.envs.atari.engine_stepper``.
 
-Example:
-    >>> engine = AleEngine(config, k=8)  # doctest: +SKIP
-    >>> engine.reset_frame.shape  # k slots, one 84 x 84 frame each  # doctest: +SKIP
+Examples:
+    >>> engine = AleEngine(config, k=8)
+    >>> engine.reset_frame.shape  # k slots, one 84 x 84 frame each
     (8, 84, 84)
 """
 
@@ -108,7 +108,7 @@ class AleEngine:
 
 
 class AleVectorStepper(EngineStepper):
-    """Steps a group's :class:`AleEngine` (ale-py's ``AtariVectorEnv``) whole."""
+    """Steps a group's `AleEngine` (ale-py's ``AtariVectorEnv``) whole."""
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
                  engine: AleEngine | None = None):
@@ -165,7 +165,7 @@ class AleVectorStepper(EngineStepper):
     def _ended(self, obs: np.ndarray, ended: np.ndarray, final: np.ndarray, padded: dict[int, int] | None) -> None:
         """Slots the engine reset within the step: their row gets the episode's last stack
         (the engine's ``final_obs``, padded as a young one if the episode was short); the
-        reset frame waits for the group's autoreset (:meth:`AleEngine.reset_slot`)."""
+        reset frame waits for the group's autoreset (`AleEngine.reset_slot`)."""
         engine = self.engine
         for slot in ended.tolist():
             pad = padded.get(slot, 0) if padded else 0

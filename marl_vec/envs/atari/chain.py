@@ -1,14 +1,14 @@
 """The gymnasium env chain of an ALE game, and the preprocessing options.
 
 One idea: turning ``make_atari``'s keyword arguments into validated
-:class:`Preprocessing` options and into the gymnasium chain
+`Preprocessing` options and into the gymnasium chain
 (``gymnasium.make`` -> ``AtariPreprocessing`` -> ``FrameStackObservation`` ->
 ``TimeLimit``) that a Python-path adapter steps. Also where the ROMs live.
 
 May import: numpy, gymnasium and ale-py (lazily, via ``require``),
 ``marl_vec.envs.registry``. Nothing else of marl_vec: the adapters import this.
 
-Example:
+Examples:
     >>> env, opts = atari_gym_env("ALE/Pong-v5", preprocess=True)
     >>> opts.obs_shape()
     (4, 84, 84)
@@ -38,7 +38,7 @@ PREPROCESS_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """Validated preprocessing options; see :data:`PREPROCESS_DEFAULTS`."""
+    """Validated preprocessing options; see `PREPROCESS_DEFAULTS`."""
 
     noop_max: int
     frame_skip: int
@@ -91,8 +91,10 @@ def steps_within(max_frames: int, frames_per_step: int) -> int:
     count as frames, so an episode may end sooner, never later); PettingZoo's
     ``max_cycles`` works the same way.
 
+    ```pycon
     >>> steps_within(108000, 4), steps_within(10, 4)
     (27000, 3)
+    ```
     """
     return -(-int(max_frames) // int(frames_per_step))
 
@@ -140,7 +142,7 @@ def atari_gym_env(
     """The gymnasium env chain of an ALE game, and its preprocessing options.
 
     With ``stack_frames`` False the chain leaves out ``FrameStackObservation``:
-    :class:`AtariAdapter` stacks frames itself, in place, without the wrapper's
+    `AtariAdapter` stacks frames itself, in place, without the wrapper's
     per-step concatenate and deepcopy.
 
     ``kwargs`` besides the preprocessing options go to ``gymnasium.make``

@@ -1,9 +1,9 @@
 """Atari on a C++ engine (ale-py's ``AtariVectorEnv`` or EnvPool): a whole EnvGroup stepped in one native call.
 
-One idea: :class:`AleVectorAtariAdapter` is one env slot of a native vector
-engine (C++ threads, preprocessing in C++), and an :class:`EngineStepper` is
-the :class:`~marl_vec.envs.base.GroupStepper` that owns that engine for the
-group (:class:`AleVectorStepper` here, EnvPool's in ``envpool_engine``): one
+One idea: `AleVectorAtariAdapter` is one env slot of a native vector
+engine (C++ threads, preprocessing in C++), and an `EngineStepper` is
+the `GroupStepper` that owns that engine for the
+group (`AleVectorStepper` here, EnvPool's in ``envpool_engine``): one
 native step per group step, then a handful of whole-group numpy writes into the
 batch buffers (no per-env Python unless an episode ended). Each group (a
 DummyVecEnv, a SubprocVecEnv worker's block, a Ray actor's block) builds its own
@@ -23,7 +23,7 @@ How our contract maps onto the engines:
   the engine (seed -1 continues the slot's own random stream).
 - ``envpool`` autoresets only at the next step: a step where envs ended resets
   them in one partial reset, and the group's autoreset hands each its reset
-  stack (see :mod:`marl_vec.envs.atari.envpool_engine`, which also covers its
+  stack (see `marl_vec.envs.atari.envpool_engine`, which also covers its
   seeding: the pool fixes each env's seed when it is made).
 - Env ``i`` is seeded ``env_seed + i`` by the group, one slot at a time.
 - Rewards: the engine returns raw rewards (its clipping is off); the stepper adds
@@ -37,21 +37,21 @@ How our contract maps onto the engines:
 - Autoreset modes: ``same_step`` and ``disabled``. ``next_step`` and
   ``one_episode`` leave finished envs out of a step, which a single native call
   over every env cannot do, and ``fast`` needs per-env snapshots the engines do
-  not expose: those raise :class:`ValueError` at construction, naming
+  not expose: those raise `ValueError` at construction, naming
   ``engine: python``.
 
 This module is the adapter and its factory; the rest, one idea a module:
-:mod:`~marl_vec.envs.atari.engine_config` (which engine runs what, and its
-:class:`EngineConfig`), :mod:`~marl_vec.envs.atari.engine_stepper` (the group
+`engine_config` (which engine runs what, and its
+`EngineConfig`), `engine_stepper` (the group
 stepper every engine shares, and the registry of engine kinds),
-:mod:`~marl_vec.envs.atari.ale_vector_engine` (ale-py's engine) and
-:mod:`~marl_vec.envs.atari.envpool_engine` (EnvPool's).
+`ale_vector_engine` (ale-py's engine) and
+`envpool_engine` (EnvPool's).
 
 May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
 ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.base``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and the engine modules above.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> fn = lambda: make_ale_vector_atari("ALE/Pong-v5", engine_threads=2)
     >>> venv = mv.DummyVecEnv([fn] * 8)          # one AtariVectorEnv of 8 envs
@@ -83,10 +83,10 @@ __all__ = ["ENGINES", "ENGINE_KINDS", "SUPPORTED_AUTORESET", "AleEngine", "AleVe
 
 
 class AleVectorAtariAdapter(MultiAgentEnv):
-    """One slot of a group's :class:`AtariVectorEnv`; see the module docstring.
+    """One slot of a group's `AtariVectorEnv`; see the module docstring.
 
     Built cheaply (no emulator) so that a backend may build one to read the spec;
-    the engine comes with the group's :class:`EngineStepper`.
+    the engine comes with the group's `EngineStepper`.
 
     ``fallback`` (``engine: auto``): builds the python path's adapter, which this one
     becomes (delegating every call to it) in a group whose autoreset mode the engine
@@ -206,7 +206,7 @@ def make_ale_vector_atari(env_id: str, engine_threads: int = 0, engine: str = "a
         engine_threads: the engine's threads per group (0: ale-py's choice).
         engine: ``ale_vector`` or ``envpool``.
         fallback: (``engine: auto``) builds the python path's adapter for the autoreset
-            modes the engine cannot serve; see :class:`AleVectorAtariAdapter`.
+            modes the engine cannot serve; see `AleVectorAtariAdapter`.
         kwargs: the preprocessing options and ``repeat_action_probability``,
             ``full_action_space``, ``max_num_frames_per_episode``, ``max_episode_steps``.
     """

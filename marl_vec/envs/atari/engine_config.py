@@ -1,15 +1,15 @@
-"""Which Atari engine runs what, and an engine's configuration (:class:`EngineConfig`).
+"""Which Atari engine runs what, and an engine's configuration (`EngineConfig`).
 
 ``engine: auto`` picks ``ale_vector`` where it takes the options
-(:func:`fastest_engine`), else ``python``; :func:`engine_unsupported_reason` says
-why an engine cannot run a set of options. :class:`EngineConfig` is what a native
+(`fastest_engine`), else ``python``; `engine_unsupported_reason` says
+why an engine cannot run a set of options. `EngineConfig` is what a native
 engine (ale-py's ``AtariVectorEnv`` or EnvPool) is built from; equal configs can
 share one engine.
 
 May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
 ``marl_vec.envs.extras``, ``marl_vec.envs.atari.chain``.
 
-Example:
+Examples:
     >>> envpool_task("space_invaders")
     'SpaceInvaders-v5'
     >>> engine_unsupported_reason("ALE/Pong-v5", False, {})
@@ -94,7 +94,7 @@ def _n_actions(game: str, full_action_space: bool) -> int:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """What an :class:`AtariVectorEnv` is built from; equal configs can share one engine."""
+    """What an `AtariVectorEnv` is built from; equal configs can share one engine."""
 
     game: str
     opts: Preprocessing

@@ -1,15 +1,15 @@
-"""The group stepper of a native Atari engine (:class:`EngineStepper`), and the registry of engine kinds.
+"""The group stepper of a native Atari engine (`EngineStepper`), and the registry of engine kinds.
 
-An :class:`EngineStepper` owns the engine of its group and steps every env of
+An `EngineStepper` owns the engine of its group and steps every env of
 the group in one native call; each engine kind subclasses it
-(:class:`~marl_vec.envs.atari.ale_vector_engine.AleVectorStepper`,
-:class:`~marl_vec.envs.atari.envpool_engine.EnvPoolStepper`) and registers itself in
-:data:`ENGINE_KINDS`.
+(`AleVectorStepper`,
+`EnvPoolStepper`) and registers itself in
+`ENGINE_KINDS`.
 
 May import: ``marl_vec.core.buffers``, ``marl_vec.envs.base``, ``marl_vec.envs.atari.engine_config``.
 
-Example:
-    >>> stepper_class(config)  # doctest: +SKIP
+Examples:
+    >>> stepper_class(config)
     <class 'marl_vec.envs.atari.ale_vector_engine.AleVectorStepper'>
 """
 
@@ -29,7 +29,7 @@ ENGINE_KINDS: dict[str, tuple[Any, Any]] = {}
 
 
 def make_engine(config: EngineConfig, k: int) -> Any:
-    """The engine of a group of ``k`` slots: :class:`AleEngine` or an EnvPool one."""
+    """The engine of a group of ``k`` slots: `AleEngine` or an EnvPool one."""
     return ENGINE_KINDS[config.kind][0](config, k)
 
 
@@ -44,7 +44,7 @@ class EngineStepper(GroupStepper):
     Runs: the engine steps all its slots at once, so a run that is not the whole
     group (``next_step``/``one_episode`` leave finished envs out) raises; the
     group refuses those modes at construction (``autoreset_error``). Subclasses
-    implement :meth:`step_group` for their engine.
+    implement `step_group` for their engine.
     """
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,

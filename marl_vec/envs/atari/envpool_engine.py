@@ -1,7 +1,7 @@
 """EnvPool's Atari under our contract: one pool per EnvGroup, stepped in one call, no per-env Python.
 
-One idea: :class:`EnvPoolEngine` owns one EnvPool (synchronous, ``batch_size ==
-num_envs``) over a group's ``k`` slots, and :class:`EnvPoolStepper` steps it
+One idea: `EnvPoolEngine` owns one EnvPool (synchronous, ``batch_size ==
+num_envs``) over a group's ``k`` slots, and `EnvPoolStepper` steps it
 whole. What a group step costs beyond EnvPool's own step:
 
 - EnvPool's raw C++ calls (``_send``/``_recv``/``_reset``) with argument lists
@@ -17,21 +17,21 @@ whole. What a group step costs beyond EnvPool's own step:
 - EnvPool autoresets at the next step; our ``same_step`` mode resets at once. A
   step where envs ended resets them all in one partial reset (``_reset`` of
   their ids, EnvPool's async API in sync mode) and keeps their reset stacks;
-  the group's autoreset then hands each env its stack (:meth:`reset_slot`).
+  the group's autoreset then hands each env its stack (`reset_slot`).
   A step where no env ended runs no per-env Python.
 
 Seeding: EnvPool fixes each env's seed when the pool is made; the pool is made
 at the first reset, and again at each seeded reset of slot 0 (the group seeds
 slot 0 first, then slot j with ``seed + j``). A seeded reset of part of the group
 (an env's first reset is seeded too) is refused before anything is reset
-(:meth:`EnvPoolStepper.reset_error`): remaking the pool would end the other
+(`EnvPoolStepper.reset_error`): remaking the pool would end the other
 envs' episodes.
 EnvPool counts the episode limit itself (``max_episode_steps``, agent steps).
 
 May import: numpy, envpool (via the config's ``build``), ``marl_vec.envs.atari.engine_config``,
 ``marl_vec.envs.atari.engine_stepper``.
 
-Example:
+Examples:
     >>> fn = lambda: make_atari("ALE/Pong-v5", preprocess=True, engine="envpool", engine_threads=2)
     >>> venv = mv.DummyVecEnv([fn] * 8)          # one EnvPool of 8 envs
     >>> venv.reset().obs.shape
@@ -123,7 +123,7 @@ class EnvPoolEngine:
         self.unclaimed = set(range(self.k))
 
     def step(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Step every slot with :attr:`actions`: EnvPool's obs (its layout), raw rewards, done, trunc."""
+        """Step every slot with `actions`: EnvPool's obs (its layout), raw rewards, done, trunc."""
         raise RuntimeError("the EnvPool engine steps after its first reset")
 
     def _step_raw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -200,7 +200,7 @@ class EnvPoolEngine:
 
 
 class EnvPoolStepper(EngineStepper):
-    """Steps a group's :class:`EnvPoolEngine` whole; see the module docstring."""
+    """Steps a group's `EnvPoolEngine` whole; see the module docstring."""
 
     def __init__(self, adapters: Sequence[MultiAgentEnv], rows: Sequence[RowViews], block: RowViews,
                  engine: EnvPoolEngine | None = None):

@@ -7,7 +7,7 @@ padded with the reset frame). Allocates nothing per step.
 
 May import: numpy, cv2 (lazily), ``marl_vec.envs.atari.chain``.
 
-Example:
+Examples:
     >>> pipe = FramePipeline(opts, (210, 160)); pipe.push_reset(); pipe.view().shape
     (4, 84, 84)
 """

@@ -1,16 +1,16 @@
 """PettingZoo's multi-player Atari as one agent per player.
 
-One idea: :class:`MultiAgentAtariAdapter` steps a ``ParallelAtariEnv`` with
+One idea: `MultiAgentAtariAdapter` steps a ``ParallelAtariEnv`` with
 frame skip and noop starts done here, the shared screen through
-:class:`~marl_vec.envs.atari.frames.FramePipeline`, players leaving the game
+`FramePipeline`, players leaving the game
 as dead agents, and snapshot/restore for ``autoreset="fast"``; and
-:func:`parallel_atari_env` builds the PettingZoo game with ale-py's ROMs.
+`parallel_atari_env` builds the PettingZoo game with ale-py's ROMs.
 
 May import: numpy, pettingzoo and multi-agent-ale-py (lazily, via ``require``),
 ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.base``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and ``.frames``.
 
-Example:
+Examples:
     >>> env = parallel_atari_env("pettingzoo.atari.pong_v3", {"obs_type": "grayscale_image"})
     >>> MultiAgentAtariAdapter(env).spec.agents
     ('first_0', 'second_0')

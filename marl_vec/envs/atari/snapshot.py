@@ -7,7 +7,7 @@ wrapper listed in neither place cannot be snapshot (``spec.snapshots`` False).
 
 May import: numpy, gymnasium (lazily), marl_vec.envs.gym_chain (which wrappers only check).
 
-Example:
+Examples:
     >>> from gymnasium.wrappers import TimeLimit
     >>> save, load = wrapper_savers()[TimeLimit]
 """

@@ -10,7 +10,7 @@ SMAX is SMAC-style, not SMAC: its units, features (3m: obs 75, state 72 against
 SMAC's 30 and 48), 8 actions without no-op (a dead unit may only "stop"), 100
 steps, and a heuristic enemy instead of StarCraft II's AI.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> venv = mv.make({"env": {"family": "jaxmarl", "id": "smax/3m"}}, num_envs=64)
     >>> venv.env_info()["n_actions"]

@@ -9,11 +9,11 @@ One idea: the catalogue. Our ids are ``jaxmarl.make`` ids as they are
 Served: every registered env whose observations come as one array per agent
 and whose actions are Discrete (checked when the env is made, so an MPE
 scenario made with ``action_type="Continuous"`` is refused with the reason).
-:data:`LEFT_OUT` lists the registered ids that are not, each with its reason.
+`LEFT_OUT` lists the registered ids that are not, each with its reason.
 
 May import: jaxmarl (lazily, via ``require``), ``marl_vec.envs.extras``.
 
-Example:
+Examples:
     >>> resolve("smax/3m")
     ('HeuristicEnemySMAX', {'scenario': '3m'})
     >>> resolve("jax_mpe/simple_spread")

@@ -1,9 +1,9 @@
 """JaxMARL on a JAX engine: a whole EnvGroup stepped by one jitted, vmapped call.
 
-One idea: :class:`JaxMarlAdapter` is one env slot of a block, and
-:class:`JaxMarlStepper` is the :class:`~marl_vec.envs.base.GroupStepper` that
-owns the group's :class:`JaxBlock`: the per-env keys, the batched JaxMARL state
-and the two compiled functions of :mod:`marl_vec.envs.jaxmarl.kernels`. One
+One idea: `JaxMarlAdapter` is one env slot of a block, and
+`JaxMarlStepper` is the `GroupStepper` that
+owns the group's `JaxBlock`: the per-env keys, the batched JaxMARL state
+and the two compiled functions of `marl_vec.envs.jaxmarl.kernels`. One
 group step is one call of the compiled step, then one copy per output array
 into the batch buffers (``np.asarray`` of a CPU jax array is zero-copy; the
 buffers are never aliased to JAX's memory). Nothing runs per env in Python
@@ -16,7 +16,7 @@ How our contract maps onto the block:
   keeps it in ``final_*`` and calls the adapter's ``reset``, which writes the
   reset outputs the same call made (no second call).
 - ``reset`` with a seed (or of an env that did not just end) is deferred: the
-  group's ``reset`` ends with :meth:`JaxMarlStepper.flush_resets`, which resets
+  group's ``reset`` ends with `JaxMarlStepper.flush_resets`, which resets
   every waiting row in one call of the compiled reset.
 - Seeds: env ``i``'s key is ``key_of_seed(env_seed + i)`` at its seeded reset;
   an unseeded first reset (``env_seed=None``) starts from OS entropy.
@@ -28,7 +28,7 @@ How our contract maps onto the block:
 May import: numpy, jax (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> fn = mv.envs.registry.make_env_fn("jaxmarl", "smax/3m")
     >>> venv = mv.DummyVecEnv([fn] * 256)          # one block of 256, compiled here
@@ -112,7 +112,7 @@ def _model(env_id: str, given: dict[str, Any]) -> Model:
 
 
 def model_of(env_id: str, kwargs: dict[str, Any]) -> Model:
-    """The shared :class:`Model` of an id and its kwargs (made once per process: a block of
+    """The shared `Model` of an id and its kwargs (made once per process: a block of
     1,024 slots builds one native env). Kwargs are told apart by their repr (they may be lists)."""
     key = (env_id, repr(sorted(kwargs.items())))
     if key not in _MODELS:
@@ -155,7 +155,7 @@ class JaxBlock:
 
     def reset_slot(self, slot: int, seed: int | None) -> None:
         """Reset slot: from the last step's autoreset when it just ended and no seed is
-        given (written at once), else deferred to :meth:`flush`."""
+        given (written at once), else deferred to `flush`."""
         if seed is None and self.fresh[slot]:
             self.fresh[slot] = False
             self._write_row(slot, self.reset_out)
@@ -235,7 +235,7 @@ class JaxBlock:
 
 
 class JaxMarlStepper(BlockStepper):
-    """Owns a group's :class:`JaxBlock` and steps all its envs in one compiled call."""
+    """Owns a group's `JaxBlock` and steps all its envs in one compiled call."""
 
     family, env_noun, block_noun = "JaxMARL", "env", "the JAX block"
 
@@ -244,10 +244,10 @@ class JaxMarlStepper(BlockStepper):
 
 
 class JaxMarlAdapter(BlockSlotAdapter):
-    """One slot of a group's :class:`JaxBlock` (see :class:`~marl_vec.envs.block_engine.BlockSlotAdapter`).
+    """One slot of a group's `JaxBlock` (see `BlockSlotAdapter`).
     The JaxMARL env is functional (its state lives in the block), so every slot may share it.
 
-    Example:
+    Examples:
         >>> env = make_jaxmarl("jax_mpe/simple_spread")
         >>> env.spec.n_agents, env.spec.n_actions
         (3, 5)
@@ -268,6 +268,6 @@ class JaxMarlAdapter(BlockSlotAdapter):
 
 def make_jaxmarl(env_id: str, **kwargs: Any) -> JaxMarlAdapter:
     """One slot of a JaxMARL env (the family's factory): ``smax/3m``, ``jax_mpe/simple_spread``,
-    ``hanabi``, ``overcooked``, ... (see :mod:`marl_vec.envs.jaxmarl.catalog`); ``kwargs`` go to
+    ``hanabi``, ``overcooked``, ... (see `marl_vec.envs.jaxmarl.catalog`); ``kwargs`` go to
     ``jaxmarl.make``."""
     return JaxMarlAdapter(model_of(env_id, kwargs))

@@ -1,7 +1,7 @@
 """The two jitted, vmapped functions of a JaxMARL block: step with autoreset, and reset of some rows.
 
 One idea: what runs inside JAX. For a block of ``k`` envs of one ``jaxmarl.make``
-env, :func:`build_kernels` compiles (ahead of time, for exactly these shapes):
+env, `build_kernels` compiles (ahead of time, for exactly these shapes):
 
 - ``step(keys (k, 2), state, actions (k, A))``: per env, ``key, sub = split(key)``,
   then JaxMARL's own ``step(sub, ...)``, which splits ``sub`` into ``k_step,
@@ -25,7 +25,7 @@ chain: the same seeds and actions give the same episodes.
 
 Reset's state has weak types where step's has none (SMAX's
 ``last_attacked_enemy``, MPE's ``done``), which would make JAX compile the step
-twice; :func:`normalise` gives reset's state step's exact types.
+twice; `normalise` gives reset's state step's exact types.
 
 Compilation uses JAX's persistent cache (``~/.cache/marl_vec/jax`` unless JAX
 is configured with a cache directory already), so a second run with the same

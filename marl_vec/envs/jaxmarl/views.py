@@ -1,6 +1,6 @@
 """How one JaxMARL env's outputs become our fields: the per-env functions traced into the jit.
 
-One idea: a :class:`View` says, for one ``jaxmarl.make`` env, how its dicts of
+One idea: a `View` says, for one ``jaxmarl.make`` env, how its dicts of
 per-agent observations, rewards and dones, and its state, become the arrays of
 our contract for one env: ``obs (A, *obs_shape)``, ``state``, ``avail_actions
 (A, n_actions)``, ``agent_mask (A,)``, ``reward``, ``terminated`` and
@@ -8,15 +8,15 @@ our contract for one env: ``obs (A, *obs_shape)``, ``state``, ``avail_actions
 pure JAX function of one env (the engine vmaps them over a block), so the views
 know nothing of batching.
 
-- :class:`View`: any env with Discrete actions and array observations (the MPE
+- `View`: any env with Discrete actions and array observations (the MPE
   scenarios with discrete actions, overcooked, coin_game, switch_riddle). Agents
   with smaller flat observations are zero-padded, agents with fewer actions get
   the extra ones unavailable. No world state: the state is the observations
   concatenated (``state_is_obs``). Terminated/truncated: the episode is cut
   (truncated) when the env's step counter reached its ``max_steps``, else it ended.
-- :class:`HanabiView`: avail actions from ``get_legal_moves`` (the player not to
+- `HanabiView`: avail actions from ``get_legal_moves`` (the player not to
   move has only its no-op).
-- :class:`SmaxView`: SMAC's view of SMAX (see :mod:`marl_vec.envs.jaxmarl`).
+- `SmaxView`: SMAC's view of SMAX (see `marl_vec.envs.jaxmarl`).
 
 May import: jax, numpy, ``marl_vec.core.spec``.
 

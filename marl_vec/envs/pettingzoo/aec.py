@@ -25,19 +25,19 @@ One batch step is one turn of a live agent (see docs/families/turn_based.md):
   env last said per agent (an agent it never flagged is truncated), ``acting`` and
   ``agent_mask`` are all False, and ``obs``/``avail_actions`` hold every agent's view
   right after the final move (the group copies them to ``final_*``).
-- ``WAIT`` (-1, :mod:`marl_vec.vec.turns`) as the mover's action plays no turn: the row
+- ``WAIT`` (-1, `marl_vec.vec.turns`) as the mover's action plays no turn: the row
   stays, with zero reward and clear flags. Episode lengths count turns played.
 - Seeds: ``reset(seed)`` seeds the game as a plain loop would. shimmy's OpenSpiel
   games (hanabi_v5) draw fresh entropy on ``reset(seed=None)``, which would make every
   game after the first irreproducible; for them each unseeded reset gets the next seed
-  of a ``numpy.random.default_rng(first seed)`` stream instead (:func:`next_game_seed`).
+  of a ``numpy.random.default_rng(first seed)`` stream instead (`next_game_seed`).
 - At a game's end ``info["agent_selection"]`` names the agent PettingZoo selected
   right after the last move (whose view a plain loop's ``env.last()`` shows then).
 - Episode statistics: ``winner`` (the agent id with the largest return, or ``"draw"``
   when it is shared), ``draw`` and ``won_<agent>`` (0/1, so that the running means are
   draw and win rates).
 
-Example:
+Examples:
     >>> from pettingzoo.classic import tictactoe_v3
     >>> env = AECAdapter(tictactoe_v3.env())
     >>> env.spec.turn_based, env.spec.agents, env.spec.n_actions
@@ -69,7 +69,7 @@ def reseeds_from_entropy(env: Any) -> bool:
 
 
 def next_game_seed(stream: np.random.Generator) -> int:
-    """The seed of the next unseeded game of an env that :func:`reseeds_from_entropy`."""
+    """The seed of the next unseeded game of an env that `reseeds_from_entropy`."""
     return int(stream.integers(2**31 - 1))
 
 

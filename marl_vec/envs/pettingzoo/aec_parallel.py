@@ -10,9 +10,9 @@ turns, and on the way:
   Discrete actions, ``AssertOutOfBoundsWrapper`` (``space.contains`` per agent);
 - ``last()`` computes the observation of the agent about to move and throws it away.
 
-:class:`AECParallelAdapter` makes the wrapper's calls to the AEC env in its order,
+`AECParallelAdapter` makes the wrapper's calls to the AEC env in its order,
 with the same arguments, but reads the env's state from the raw env (see
-:func:`~marl_vec.envs.pettingzoo.aec.state_holder`), moves below those two check
+`state_holder`), moves below those two check
 wrappers (the Discrete bounds are checked here, once per step, before any agent
 moves) and skips the discarded observation where the env's ``observe`` is known
 to change nothing (mpe2's). Other wrappers (``ClipOutOfBoundsWrapper``, a user's)
@@ -65,10 +65,10 @@ def _observe_changes_nothing(raw: Any) -> bool:
 
 
 class AECParallelAdapter(PettingZooAdapter):
-    """An ``aec_to_parallel_wrapper`` env (see :func:`aec_parallel_applies`); same results as
-    :class:`PettingZooAdapter`.
+    """An ``aec_to_parallel_wrapper`` env (see `aec_parallel_applies`); same results as
+    `PettingZooAdapter`.
 
-    Example:
+    Examples:
         >>> from mpe2 import simple_spread_v3
         >>> import marl_vec as mv
         >>> with mv.DummyVecEnv([simple_spread_v3.parallel_env]) as venv:

@@ -8,8 +8,8 @@ view; ``state()`` copies the whole screen that way too. The adapter then copied
 those views into its rows, a second transpose. In a plain loop over pistonball
 the observation copies are two thirds of the time.
 
-:class:`ScreenAdapter` steps the AEC env as
-:class:`~marl_vec.envs.pettingzoo.aec_parallel.AECParallelAdapter` does (the wrapper's calls,
+`ScreenAdapter` steps the AEC env as
+`AECParallelAdapter` does (the wrapper's calls,
 in its order, below its check wrappers), except the observations: it reads the screen once per step (after the env drew
 it, where the wrapper observes), row by row, one colour channel at a time (a
 strided copy numpy does fast, where copying whole 3-byte pixels across pygame's
@@ -96,10 +96,10 @@ def _screen_layout(raw: Any, agents: tuple[str, ...]) -> tuple[Callable[[], Any]
 
 
 class ScreenAdapter(AECParallelAdapter):
-    """pistonball or cooperative_pong (see :func:`screen_path_applies`); same results as
-    :class:`~marl_vec.envs.pettingzoo.parallel.PettingZooAdapter`.
+    """pistonball or cooperative_pong (see `screen_path_applies`); same results as
+    `PettingZooAdapter`.
 
-    Example:
+    Examples:
         >>> from pettingzoo.butterfly import cooperative_pong_v6
         >>> import marl_vec as mv
         >>> with mv.DummyVecEnv([cooperative_pong_v6.parallel_env]) as venv:

@@ -1,16 +1,16 @@
 """The ``pettingzoo`` family: which adapter a PettingZoo env gets.
 
-An ``AECEnv`` (a turn-based game) gets :class:`~marl_vec.envs.pettingzoo.aec.AECAdapter`.
+An ``AECEnv`` (a turn-based game) gets `AECAdapter`.
 
-Every ``ParallelEnv`` gets :class:`~marl_vec.envs.pettingzoo.parallel.PettingZooAdapter`'s
+Every ``ParallelEnv`` gets `PettingZooAdapter`'s
 results; two kinds of env get them with less work, from a subclass that knows
 the env's insides: magent2's envs step through their engine
-(:mod:`marl_vec.envs.pettingzoo.magent_engine`), pistonball and cooperative_pong read their
-screen once per step (:mod:`marl_vec.envs.pettingzoo.butterfly_screen`), and every other
+(`marl_vec.envs.pettingzoo.magent_engine`), pistonball and cooperative_pong read their
+screen once per step (`marl_vec.envs.pettingzoo.butterfly_screen`), and every other
 env that is PettingZoo's ``aec_to_parallel_wrapper`` (mpe2's, sisl's, butterfly's)
-steps its AEC env below the wrappers (:mod:`marl_vec.envs.pettingzoo.aec_parallel`).
+steps its AEC env below the wrappers (`marl_vec.envs.pettingzoo.aec_parallel`).
 
-Example:
+Examples:
     >>> from mpe2 import simple_spread_v3
     >>> type(pettingzoo_adapter(simple_spread_v3.parallel_env())).__name__
     'AECParallelAdapter'
@@ -42,7 +42,7 @@ def make_pettingzoo(env_id: str, **kwargs: Any) -> PettingZooAdapter:
     """The ``pettingzoo`` family: ``env_id`` names a PettingZoo env module.
 
     Its ``parallel_env`` is used where it has one (simultaneous moves), else its
-    ``env``, an AEC env: a turn-based game (:mod:`marl_vec.envs.pettingzoo.aec`).
+    ``env``, an AEC env: a turn-based game (`marl_vec.envs.pettingzoo.aec`).
     ``module.env`` or ``module.parallel_env`` names the constructor outright (e.g.
     ``pettingzoo.classic.rps_v2.env`` for rock-paper-scissors played in turns).
 

@@ -6,7 +6,7 @@ dicts; ``state()`` copies a map and indexes it with ``zip(*positions)``, tuples
 of numpy scalars (on gather, 2,767 agents and food: about a millisecond per
 call). The adapter would then gather the rows back into its buffer.
 
-:class:`MAgentAdapter` makes the same engine calls in the same order and lands
+`MAgentAdapter` makes the same engine calls in the same order and lands
 each group's results in the batch row with one array write per group: the
 engine's view buffer straight into the observation rows (in place of the env's
 own copy), rewards and flags with one indexed write each, the state built in
@@ -48,9 +48,9 @@ def engine_path_applies(env: Any) -> bool:
 
 
 class MAgentAdapter(PettingZooAdapter):
-    """A magent2 env (see :func:`engine_path_applies`); same results as :class:`PettingZooAdapter`.
+    """A magent2 env (see `engine_path_applies`); same results as `PettingZooAdapter`.
 
-    Example:
+    Examples:
         >>> from magent2.environments import battle_v4
         >>> import marl_vec as mv
         >>> with mv.DummyVecEnv([lambda: battle_v4.parallel_env(map_size=15)]) as venv:

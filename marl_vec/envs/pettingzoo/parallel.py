@@ -3,7 +3,7 @@
 Conventions (see docs/families/pettingzoo.md and docs/concepts/agents.md):
 
 - Agents keep the order of ``possible_agents``.
-- Observations follow their space (see :mod:`marl_vec.core.spaces`; Dict/Tuple give trees).
+- Observations follow their space (see `marl_vec.core.spaces`; Dict/Tuple give trees).
   Observations of different shapes are zero-padded to the largest, leaf by leaf (per
   dimension when all have the same rank, else flattened and padded); ``spec.obs_padded``
   says so.
@@ -13,7 +13,7 @@ Conventions (see docs/families/pettingzoo.md and docs/concepts/agents.md):
 - Action masks come from ``{"observation", "action_mask"}`` observation dicts or from
   ``infos[agent]["action_mask"]`` (looked for in the infos of each episode's reset and
   first step); otherwise every native action is available.
-- State (``state=``, see :mod:`marl_vec.core.state`): ``auto`` is ``env.state()`` where
+- State (``state=``, see `marl_vec.core.state`): ``auto`` is ``env.state()`` where
   the env has a ``state_space``, else the agents' (padded) observations
   concatenated, sharing memory with ``obs`` (free). mpe2's ``state()`` is defined
   as that concatenation, so for mpe2 envs with unpadded observations the adapter
@@ -214,7 +214,7 @@ class PettingZooAdapter(NativeEnvAdapter):
 
     def use_state(self, mode: str) -> None:
         """``auto``/``env``: ``env.state()`` (``env`` refuses an env without one);
-        ``concat``: the observations; ``none``: nothing. See :mod:`marl_vec.core.state`."""
+        ``concat``: the observations; ``none``: nothing. See `marl_vec.core.state`."""
         if mode not in ("auto", "env", "concat", "none"):
             raise ValueError(f"unknown state mode {mode!r}; allowed: auto, env, concat, none")
         if mode == "env" and not self._env_state:

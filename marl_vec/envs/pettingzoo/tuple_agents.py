@@ -3,7 +3,7 @@
 ``lbforaging`` (family ``lbf``) and ``rware`` (family ``rware``) register
 gymnasium envs whose observation and action spaces are ``Tuple``\\ s with one
 entry per agent; ``step`` takes a list of actions and returns a list of
-rewards and one ``done`` for the whole env. :class:`TupleAgentsAdapter` serves
+rewards and one ``done`` for the whole env. `TupleAgentsAdapter` serves
 any env of that kind; the two families differ only in how an episode's end is
 told apart (see below) and in their ids.
 
@@ -37,7 +37,7 @@ Conventions (see docs/families/lbf_rware.md):
 - Seeding: ``reset(seed=s)`` is the env's ``reset(seed=s)``; ``reset()`` goes on
   with the env's own random stream, as a plain loop does.
 
-Example:
+Examples:
     >>> env = make_lbf("Foraging-8x8-2p-2f-coop-v3", sight=2, penalty=0.1)
     >>> env.spec.agents, env.spec.obs_shape, env.spec.n_actions, env.spec.episode_limit
     (('agent_0', 'agent_1'), (12,), 6, 50)
@@ -74,7 +74,7 @@ def _never_terminal(env: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class TupleFamily:
-    """What differs between the families served by :class:`TupleAgentsAdapter`."""
+    """What differs between the families served by `TupleAgentsAdapter`."""
 
     name: str  # the registry key
     module: str  # the package whose import registers the gymnasium ids
@@ -95,7 +95,7 @@ class TupleAgentsAdapter(NativeEnvAdapter):
 
     Args:
         env: the native env (``env.unwrapped`` is LBF's ``ForagingEnv`` or RWARE's ``Warehouse``).
-        family: which family's rule tells a goal from a time limit (:data:`LBF`, :data:`RWARE`).
+        family: which family's rule tells a goal from a time limit (`LBF`, `RWARE`).
     """
 
     def __init__(self, env: gym.Env, family: TupleFamily):

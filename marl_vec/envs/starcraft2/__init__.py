@@ -2,20 +2,20 @@
 
 One idea per module, each importing only those above it in this list:
 
-- :mod:`.maps`: unit types and the map table (``MAPS``, ``MapInfo``, ``UNIT_TYPES``);
-- :mod:`.pysc2_shim`: importing pysc2 4.0.0 on Python 3.11+ (``import_pysc2``);
-- :mod:`.game`: the game session: install check (``GameNotFoundError``, ``SC2PATH``),
+- `maps`: unit types and the map table (``MAPS``, ``MapInfo``, ``UNIT_TYPES``);
+- `pysc2_shim`: importing pysc2 4.0.0 on Python 3.11+ (``import_pysc2``);
+- `game`: the game session: install check (``GameNotFoundError``, ``SC2PATH``),
   launch, relaunch after a crash, the pysc2 calls;
-- :mod:`.units`: unit slots filled from pysc2's raw units;
-- :mod:`.actions`: SMAC's action layout and its pysc2 raw calls;
-- :mod:`.features`: SMAC's observation, state and available actions;
-- :mod:`.reward`: SMAC's shaped reward;
-- :mod:`.adapter`: ``StarCraft2Env``, the adapter tying them together;
-- :mod:`.smac`: ``SmacAdapter``, the SMAC package's env (``smac:<map>`` ids);
-- this module: the public names and the registry's factory :func:`make_starcraft2`.
+- `units`: unit slots filled from pysc2's raw units;
+- `actions`: SMAC's action layout and its pysc2 raw calls;
+- `features`: SMAC's observation, state and available actions;
+- `reward`: SMAC's shaped reward;
+- `adapter`: ``StarCraft2Env``, the adapter tying them together;
+- `smac`: ``SmacAdapter``, the SMAC package's env (``smac:<map>`` ids);
+- this module: the public names and the registry's factory `make_starcraft2`.
 
-Modules of this package import :mod:`marl_vec.envs.base`, :mod:`marl_vec.envs.extras`
-and :mod:`marl_vec.core.spec` from outside it, never the registry.
+Modules of this package import `marl_vec.envs.base`, `marl_vec.envs.extras`
+and `marl_vec.core.spec` from outside it, never the registry.
 
 Example (with pysc2's mock game; a real game needs ``SC2PATH``)::
 
@@ -45,7 +45,7 @@ __all__ = [
 def make_starcraft2(env_id: str, **kwargs: Any) -> MultiAgentEnv:
     """The registry's factory: ``env_id`` is a map name, or ``smac:<map>`` for the SMAC package's env.
 
-    Without the game (and no ``game_factory``), raises :class:`GameNotFoundError`
+    Without the game (and no ``game_factory``), raises [`GameNotFoundError`][marl_vec.envs.starcraft2.game.GameNotFoundError]
     naming SC2PATH and how to install the game and maps.
     """
     if env_id.startswith("smac:"):

@@ -1,9 +1,9 @@
 """SMAC's action layout, and its translation into pysc2 raw calls.
 
 Actions are ``[no-op, stop, move N, move S, move E, move W, attack enemy j...]``:
-:data:`N_ACTIONS_NO_ATTACK` fixed ones, then one per enemy slot. Which of them
-are available is a feature (:mod:`.features`); here they become the calls the
-game is sent. Imports: :mod:`.units` (pysc2's action functions are passed in).
+`N_ACTIONS_NO_ATTACK` fixed ones, then one per enemy slot. Which of them
+are available is a feature (`features`); here they become the calls the
+game is sent. Imports: `units` (pysc2's action functions are passed in).
 
 Example::
 

@@ -1,10 +1,10 @@
 """The StarCraft II adapter: a SMAC-style battle on pysc2's raw interface, step by step.
 
-:class:`StarCraft2Env` ties the parts of this package together: it resolves the
-map (:mod:`.maps`), runs the game (:mod:`.game`), reads the units
-(:mod:`.units`), sends actions (:mod:`.actions`), writes SMAC's features
-(:mod:`.features`) and reward (:mod:`.reward`), and decides how an episode
-ends. Imports: those modules, :mod:`marl_vec.envs.base`, :mod:`marl_vec.core.spec`.
+`StarCraft2Env` ties the parts of this package together: it resolves the
+map (`maps`), runs the game (`game`), reads the units
+(`units`), sends actions (`actions`), writes SMAC's features
+(`features`) and reward (`reward`), and decides how an episode
+ends. Imports: those modules, `marl_vec.envs.base`, `marl_vec.core.spec`.
 
 It drives ``pysc2.env.sc2_env.SC2Env`` (or any object with its interface, such
 as pysc2's ``mock_sc2_env.SC2TestEnv``) and presents it the way SMAC does:
@@ -70,7 +70,7 @@ class StarCraft2Env(MultiAgentEnv):
 
     Args:
         map_name: a key of ``MAPS``, or any map when ``map_info`` is given.
-        map_info: a :class:`MapInfo` (or dict of its fields) for maps not in ``MAPS``,
+        map_info: a `MapInfo` (or dict of its fields) for maps not in ``MAPS``,
             or to override one (e.g. ``{"episode_limit": 100}``).
         game_factory: called with ``SC2Env``'s keyword arguments to launch a game; default
             ``pysc2.env.sc2_env.SC2Env`` after checking that the game and map are installed.

@@ -1,11 +1,11 @@
 """SMAC's features: per-agent observation, global state and available actions.
 
-:class:`SmacFeatures` knows the feature sizes of a map and writes all agents'
+`SmacFeatures` knows the feature sizes of a map and writes all agents'
 features at once into views of the adapter's buffer row, with scratch arrays
-allocated once in :meth:`SmacFeatures.bind`: no per-step array data. Distances
+allocated once in `SmacFeatures.bind`: no per-step array data. Distances
 and offsets are divided by the sight range, health by its maximum, state
 positions are relative to the map centre over the map size. Imports: numpy,
-:mod:`.maps`, :mod:`.units`, :mod:`.actions` (the action layout).
+`maps`, `units`, `actions` (the action layout).
 
 Example::
 

@@ -1,11 +1,11 @@
 """The game session: one StarCraft II game behind pysc2, launched, reset, stepped and relaunched.
 
 Everything that talks to pysc2's ``SC2Env`` lives here: the install check
-(:class:`GameNotFoundError`, ``SC2PATH``), registering SMAC's maps with pysc2,
+([`GameNotFoundError`][marl_vec.envs.starcraft2.game.GameNotFoundError], ``SC2PATH``), registering SMAC's maps with pysc2,
 launching a game with the raw interface, the map geometry it reports, the
 errors that mean the game crashed, and relaunching after a crash. It knows
-nothing of SMAC's features or rewards. Imports: :mod:`.maps` and
-:mod:`.pysc2_shim` (pysc2 itself only when a game is launched).
+nothing of SMAC's features or rewards. Imports: `maps` and
+`pysc2_shim` (pysc2 itself only when a game is launched).
 
 Example (pysc2's mock game; a real game needs ``SC2PATH``)::
 
@@ -51,7 +51,7 @@ def sc2_path() -> str:
 
 
 def check_game(map_name: str, directory: str) -> None:
-    """Raise :class:`GameNotFoundError` unless the game and ``map_name``'s file are installed."""
+    """Raise [`GameNotFoundError`][marl_vec.envs.starcraft2.game.GameNotFoundError] unless the game and ``map_name``'s file are installed."""
     path = sc2_path()
     source = "SC2PATH" if "SC2PATH" in os.environ else "SC2PATH is unset, default"
     if not os.path.isdir(os.path.join(path, "Versions")):
@@ -91,7 +91,7 @@ class GameSession:
     """One game of ``map_name`` at a time, relaunched when the seed changes or the game crashes.
 
     Args:
-        map_name, info: the map and its :class:`MapInfo`.
+        map_name, info: the map and its `MapInfo`.
         game_factory: called with ``SC2Env``'s keyword arguments; default ``SC2Env``.
         step_mul, difficulty, raw_resolution: as for ``StarCraft2Env``.
         max_restarts: relaunches allowed for crashed games over the session's life.
@@ -142,7 +142,7 @@ class GameSession:
             return self._game.reset()[0]
 
     def step(self, calls: list[Any]) -> Any:
-        """Send the controlled player's raw calls; the next timestep. A crash raises one of :meth:`crash_errors`."""
+        """Send the controlled player's raw calls; the next timestep. A crash raises one of `crash_errors`."""
         return self._game.step([calls])[0]
 
     def relaunch(self, exc: BaseException) -> None:

@@ -5,7 +5,7 @@ them): unit counts, episode limits, unit types with SMAC's normalisers, and
 whether a map is a SMAC battle or a pysc2 mini-game. Plain data: this module
 imports nothing from marl_vec but the error for an unknown map (nor pysc2).
 
-Example:
+Examples:
     >>> MAPS["3m"].n_agents, MAPS["3m"].episode_limit
     (3, 60)
     >>> UNIT_TYPES["stalker"].shield_max
@@ -53,7 +53,7 @@ class MapInfo:
     Attributes:
         n_agents, n_enemies: unit counts (enemy slots: the most enemies alive at once).
         episode_limit: steps before the episode is truncated.
-        ally_types, enemy_types: unit type names (keys of :data:`UNIT_TYPES`).
+        ally_types, enemy_types: unit type names (keys of `UNIT_TYPES`).
         unit_types: the one-hot type list of the features; empty means no type bits
             (SMAC: only maps with several ally types have them).
         smac: a SMAC battle map (two players, ends when a side is dead, shaped
@@ -105,7 +105,7 @@ MAPS: dict[str, MapInfo] = {
 
 
 def resolve_map(map_name: str, map_info: MapInfo | dict[str, Any] | None) -> MapInfo:
-    """The :class:`MapInfo` of ``map_name``: from :data:`MAPS`, overridden or given by ``map_info``.
+    """The `MapInfo` of ``map_name``: from `MAPS`, overridden or given by ``map_info``.
 
     Raises:
         UnknownEnvError: an unknown map without ``map_info`` (a ``ValueError``).

@@ -1,7 +1,7 @@
 """A toy 3m battle on pysc2's mock game, for examples and CI where StarCraft II is absent.
 
 This is NOT the game. pysc2's ``mock_sc2_env.SC2TestEnv`` runs no simulation; alone it
-shows no units at all. :class:`MockBattle` feeds it a fixed SMAC-3m-like scene (3 of
+shows no units at all. `MockBattle` feeds it a fixed SMAC-3m-like scene (3 of
 our marines against 3 enemy marines, all within shooting range, on pysc2's 256x256
 mock map) and these toy dynamics, so that the adapter's observations, available
 actions, SMAC reward, kills, win and loss are all exercised:
@@ -22,7 +22,7 @@ It is game-free and deterministic (no seed matters). Pass it as the adapter's
     env = StarCraft2Env("3m", game_factory="marl_vec.envs.starcraft2.mock:MockBattle")
     # or: mv.make("sc2/3m", env_kwargs={"game_factory": MOCK_3M})
 
-Imports: pysc2 (via :mod:`.pysc2_shim`) and ``s2clientprotocol`` when a battle is made.
+Imports: pysc2 (via `pysc2_shim`) and ``s2clientprotocol`` when a battle is made.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ second argument was removed in Python 3.11, so the call raises ``TypeError``
 both when pysc2 is imported and later, when it builds palettes. This module
 gives ``pysc2.lib.colors`` its own ``random`` (a thin proxy whose ``shuffle``
 accepts the old form) and leaves the real ``random.shuffle`` alone: nobody
-else's calls change. Imports: :mod:`marl_vec.envs.extras` only (pysc2 when
+else's calls change. Imports: `marl_vec.envs.extras` only (pysc2 when
 asked). ``marl_vec.envs.sc2_compat``, its former home, re-exports it.
 
-Example:
+Examples:
     >>> from marl_vec.envs.starcraft2.pysc2_shim import import_pysc2
     >>> sc2_env = import_pysc2()           # the pysc2.env.sc2_env module
     >>> sc2_env.Race.terran.name

@@ -1,9 +1,9 @@
 """SMAC's shaped team reward: damage and kills dealt, a win bonus, normalised.
 
-:class:`SmacReward` keeps the previous health of every unit and turns one
+`SmacReward` keeps the previous health of every unit and turns one
 step's change into SMAC's ``reward_battle``; the adapter adds the win or
-defeat bonus and :meth:`SmacReward.scale` normalises so that a perfect episode
-sums to ``scale_rate``. Imports: numpy and :mod:`.units` only.
+defeat bonus and `SmacReward.scale` normalises so that a perfect episode
+sums to ``scale_rate``. Imports: numpy and `units` only.
 
 Example::
 

@@ -1,10 +1,10 @@
 """The ``smac:<map>`` ids: the SMAC package's own env under marl_vec's conventions.
 
-:class:`SmacAdapter` wraps ``smac.env.StarCraft2Env`` (installed from
+`SmacAdapter` wraps ``smac.env.StarCraft2Env`` (installed from
 github.com/oxwhirl/smac, not the package index) and reads its observations,
 state and available actions into the buffer row. It shares nothing with the
-pysc2-based adapter but the conventions. Imports: :mod:`marl_vec.envs.base`,
-:mod:`marl_vec.envs.extras`, :mod:`marl_vec.core.spec` (SMAC only when constructed).
+pysc2-based adapter but the conventions. Imports: `marl_vec.envs.base`,
+`marl_vec.envs.extras`, `marl_vec.core.spec` (SMAC only when constructed).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The units: per-slot arrays of each side, filled from pysc2's ``raw_units``.
 
-An agent is a slot of :class:`UnitSlots`; :class:`Roster` reads each
+An agent is a slot of `UnitSlots`; `Roster` reads each
 observation's raw units into the allies' and enemies' slots by SMAC's rules
 (allies in SMAC's order, a unit missing from the observation is dead, on
 mini-games reinforcements take the slots of dead units). Positions are world
-units with y up. Imports: numpy and :mod:`.maps` only.
+units with y up. Imports: numpy and `maps` only.
 
 Example::
 

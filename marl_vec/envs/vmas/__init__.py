@@ -21,7 +21,7 @@ option ``batched_reset=True``, a reset of a whole batch at once is one VMAS
 ``reset`` seeded from all its envs' seeds (``catalog.batch_seed``): fast, but those
 episodes depend on the batch's seeds together.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> venv = mv.make({"env": {"family": "vmas", "id": "balance", "kwargs": {"max_steps": 100}}}, num_envs=32)
     >>> venv.spec.action.shape

@@ -4,28 +4,28 @@ One idea: the catalogue and the rules around it. Our ids are VMAS's scenario
 names as ``vmas.make_env`` takes them (``balance``, ``transport``,
 ``navigation``, ``wheel``, ``football``, the MPE ports ``simple_spread`` ...,
 and the debug scenarios ``waterfall`` ...). Every scenario of vmas 1.5.2 runs
-on CPU and is served (checked: tests/families/test_vmas_breadth.py); :data:`LEFT_OUT`
+on CPU and is served (checked: tests/families/test_vmas_breadth.py); `LEFT_OUT`
 is empty, and stays the place to name one with its reason.
 
 Options (``env.kwargs``): ``continuous_actions`` (VMAS's default True),
 ``max_steps`` (the episode limit, a truncation; VMAS's default None: no limit),
-``clamp_actions``, ``batched_reset`` (ours, default False: see :func:`batch_seed`)
+``clamp_actions``, ``batched_reset`` (ours, default False: see `batch_seed`)
 and any keyword of the scenario itself (``n_agents``, ...).
 Options that belong to the batch or that we fix are refused with the reason
-(:data:`REFUSED`).
+(`REFUSED`).
 
 Seeds: VMAS has ONE random state for the whole process (torch's, numpy's and
 Python's global generators, swapped in around each call: a class attribute of
 ``vmas.Environment``), not one per env. So an env's episodes are made
 reproducible by reseeding it before each of its resets: episode ``n`` of the
 env whose seed is ``s`` starts with ``env.seed(episode_seed(s, n))`` and then
-``env.reset_at(i)``. See :mod:`marl_vec.envs.vmas` for what that guarantees.
+``env.reset_at(i)``. See `marl_vec.envs.vmas` for what that guarantees.
 With ``batched_reset=True``, a reset of every env of a batch at once is one
-``env.reset(seed=batch_seed(...))`` instead (:func:`batch_seed`).
+``env.reset(seed=batch_seed(...))`` instead (`batch_seed`).
 
 May import: numpy, vmas and torch (lazily, via ``require``), ``marl_vec.envs.extras``.
 
-Example:
+Examples:
     >>> resolve("balance")
     'balance'
     >>> episode_seed(0, 0) == episode_seed(0, 0) != episode_seed(0, 1)
@@ -127,7 +127,7 @@ def batch_seed(seeds: list[int], episodes: list[int]) -> int:
     ``episodes`` episodes each: a 32-bit word of ``SeedSequence([*seeds, *episodes])``.
     Every env's episode then depends on the batch's seeds together, not on its own alone.
 
-    Example:
+    Examples:
         >>> batch_seed([0, 1], [0, 0]) != batch_seed([1, 0], [0, 0])
         True
     """

@@ -1,9 +1,9 @@
 """VMAS on its own engine: a whole EnvGroup stepped by one batched torch call.
 
-One idea: :class:`VmasAdapter` is one env slot of a block, and
-:class:`VmasStepper` is the :class:`~marl_vec.envs.base.GroupStepper` that owns
-the group's :class:`VmasBlock`: one ``vmas.Environment`` whose ``batch_dim`` is
-the number of envs of the group padded up to a multiple of :data:`PAD_ENVS` (the
+One idea: `VmasAdapter` is one env slot of a block, and
+`VmasStepper` is the `GroupStepper` that owns
+the group's `VmasBlock`: one ``vmas.Environment`` whose ``batch_dim`` is
+the number of envs of the group padded up to a multiple of `PAD_ENVS` (the
 padding envs are stepped, never reset one by one and never read), its private
 random state and each slot's seed.
 One group step is one ``Environment.step`` (every env of the block), then one
@@ -11,7 +11,7 @@ copy per output tensor into the batch buffers (``Tensor.numpy()`` is zero-copy
 on the CPU; the buffers are never aliased to torch's memory). Nothing runs per
 env in Python unless an episode ended. The step and the resets of the envs
 that ended run on ONE swap of the block's random state (VMAS's undecorated
-calls, :func:`~marl_vec.envs.vmas.model.raw_calls`), where VMAS's public calls
+calls, `raw_calls`), where VMAS's public calls
 swap it around each call (~0.3 ms each): what they compute is the same.
 
 How our contract maps onto the block:
@@ -24,7 +24,7 @@ How our contract maps onto the block:
   having kept the final observation in ``final_*``, calls the adapter's
   ``reset``, which writes that env's row.
 - ``reset`` with a seed (or of an env that did not just end) is deferred: the
-  group's ``reset`` ends with :meth:`VmasStepper.flush_resets`, which resets
+  group's ``reset`` ends with `VmasStepper.flush_resets`, which resets
   every waiting env the same way and reads their observations once; with the
   option ``batched_reset``, when every env of the block waits, in one
   ``env.reset(seed=batch_seed(...))`` instead.
@@ -36,7 +36,7 @@ How our contract maps onto the block:
 May import: numpy, torch and vmas (lazily), ``marl_vec.core.buffers``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.vmas.{catalog,model}``.
 
-Example:
+Examples:
     >>> import marl_vec as mv
     >>> fn = mv.envs.registry.make_env_fn("vmas", "balance", {"max_steps": 100})
     >>> venv = mv.DummyVecEnv([fn] * 64)            # one VMAS batch of 64
@@ -68,9 +68,9 @@ PAD_ENVS = 32
 
 def padded_width(k: int) -> int:
     """The width of the VMAS batch that serves ``k`` envs: ``k`` rounded up to a multiple of
-    :data:`PAD_ENVS` (the padding envs are stepped with zero actions and never read).
+    `PAD_ENVS` (the padding envs are stepped with zero actions and never read).
 
-    Example:
+    Examples:
         >>> padded_width(1), padded_width(32), padded_width(33)
         (32, 32, 64)
     """
@@ -123,7 +123,7 @@ class VmasBlock:
 
     def reset_slot(self, slot: int, seed: int | None) -> None:
         """Reset slot: from the last step's autoreset when it just ended and no seed is
-        given (written at once), else deferred to :meth:`flush`."""
+        given (written at once), else deferred to `flush`."""
         if seed is None and self.fresh[slot]:
             self.fresh[slot] = False
             self._write_rows([slot], self.reset_obs)
@@ -214,7 +214,7 @@ class VmasBlock:
 
 
 class VmasStepper(BlockStepper):
-    """Owns a group's :class:`VmasBlock` and steps all its envs in one VMAS call."""
+    """Owns a group's `VmasBlock` and steps all its envs in one VMAS call."""
 
     family, env_noun, block_noun = "VMAS", "scenario", "the VMAS batch"
 
@@ -223,9 +223,9 @@ class VmasStepper(BlockStepper):
 
 
 class VmasAdapter(BlockSlotAdapter):
-    """One slot of a group's :class:`VmasBlock` (see :class:`~marl_vec.envs.block_engine.BlockSlotAdapter`).
+    """One slot of a group's `VmasBlock` (see `BlockSlotAdapter`).
 
-    Example:
+    Examples:
         >>> env = make_vmas("transport", max_steps=50)
         >>> env.spec.n_agents, env.spec.action.shape
         (4, (2,))
@@ -241,6 +241,6 @@ class VmasAdapter(BlockSlotAdapter):
 
 def make_vmas(env_id: str, **kwargs: Any) -> VmasAdapter:
     """One slot of a VMAS scenario (the family's factory): ``balance``, ``transport``,
-    ``navigation``, ``wheel``, ``football``, ... (see :mod:`marl_vec.envs.vmas.catalog`);
+    ``navigation``, ``wheel``, ``football``, ... (see `marl_vec.envs.vmas.catalog`);
     ``kwargs``: ``continuous_actions``, ``max_steps``, ``clamp_actions`` and the scenario's own."""
     return VmasAdapter(model_of(env_id, kwargs))

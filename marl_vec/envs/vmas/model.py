@@ -3,26 +3,26 @@
 One idea: a VMAS scenario (with its options) seen from our contract, and the
 private random state each VMAS batch runs on.
 
-- :class:`Model`: built once per process and (id, kwargs) from a VMAS env of one
+- `Model`: built once per process and (id, kwargs) from a VMAS env of one
   env: agents in VMAS's order, each agent's observation size (zero-padded to the
   largest), each agent's action size (continuous: its Box, padded to the largest
   with -inf/+inf bounds; discrete: its number of actions, the extra ones of
   smaller agents unavailable). The state is the agents' observations concatenated
   (``state_is_obs``): VMAS has no global state of its own. ``episode_limit`` is
   ``max_steps``.
-- :class:`RandomState` / :func:`own_random_state`: VMAS keeps ONE random state
+- `RandomState` / `own_random_state`: VMAS keeps ONE random state
   (torch's, numpy's and Python's generators) for every ``vmas.Environment`` of a
   process, swapped in around each call. Each batch of ours keeps its own and
   swaps it in around its calls, so that two batches (or our batch and VMAS
   used by hand) in one process do not draw from each other's stream.
-  :meth:`RandomState.installed` with :func:`raw_calls` swaps it in ONCE around a
+  `RandomState.installed` with `raw_calls` swaps it in ONCE around a
   step and all its resets: VMAS's own swap costs ~0.3 ms a call (numpy's
   ``get_state``/``set_state`` are slow), and ``Environment.seed`` another
   0.15 ms (``torch.manual_seed`` also queues CUDA, MPS and XPU seeds).
 
 May import: numpy, torch and vmas (lazily), ``marl_vec.core.spec``, ``marl_vec.envs.vmas.catalog``.
 
-Example:
+Examples:
     >>> model = model_of("balance", {"continuous_actions": False, "max_steps": 100})
     >>> model.spec.n_agents, model.spec.n_actions, model.spec.episode_limit
     (3, 9, 100)
@@ -63,10 +63,10 @@ class RandomState:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """This state in the process's global generators, as VMAS's ``local_seed`` puts it around
-        each of its calls, for :func:`raw_calls`'s calls; saved back and the outside state restored after
+        each of its calls, for `raw_calls`'s calls; saved back and the outside state restored after
         (also after an error).
 
-        Example:
+        Examples:
             >>> import torch
             >>> state = RandomState()
             >>> with state.installed():
@@ -111,7 +111,7 @@ def _set_global_state(state: list[Any]) -> None:
 @dataclasses.dataclass(frozen=True)
 class RawCalls:
     """``vmas.Environment``'s methods without their ``local_seed`` decorator (call them inside
-    :meth:`RandomState.installed`): ``step(env, actions)``, ``reset_at(env, index, ...)``,
+    `RandomState.installed`): ``step(env, actions)``, ``reset_at(env, index, ...)``,
     ``get_from_scenario(env, ...)``, ``reset(env, seed=...)`` (VMAS's own undecorated ``_reset_at``,
     ``_get_from_scenario`` and ``_reset``; ``step`` has none, so the decorator's ``__wrapped__``). vmas is pinned
     (1.5.2); tests/families/test_vmas_*.py compare against VMAS's public, decorated calls."""
@@ -225,7 +225,7 @@ _MODELS: dict[tuple[str, str], Model] = {}
 
 
 def model_of(env_id: str, kwargs: dict[str, Any]) -> Model:
-    """The shared :class:`Model` of an id and its kwargs (made once per process, from a VMAS env of
+    """The shared `Model` of an id and its kwargs (made once per process, from a VMAS env of
     one env). Kwargs are told apart by their repr (they may be lists)."""
     key = (env_id, repr(sorted(kwargs.items())))
     if key not in _MODELS:

@@ -1,12 +1,12 @@
 """The Ray actor of a RayVecEnv: one EnvGroup over the buffers of its own block of envs.
 
-The driver (:mod:`marl_vec.vec.ray.vec_env`) makes one actor per contiguous block of envs.
+The driver (`marl_vec.vec.ray.vec_env`) makes one actor per contiguous block of envs.
 An actor answers Ray calls (``reset``, ``step``, ``command("call", ...)``, ...) with its arrays,
-or, once :meth:`GroupHost.link` has moved it onto the driver's shared-memory
-block, serves the same commands over a unix socket (:mod:`marl_vec.vec.ray.link`).
+or, once `GroupHost.link` has moved it onto the driver's shared-memory
+block, serves the same commands over a unix socket (`marl_vec.vec.ray.link`).
 
-Imports: the buffers, the EnvGroup, the adapter registry, :mod:`marl_vec.vec.ray.link`
-and :mod:`marl_vec.vec.ray.session` (for Ray itself). Never the driver module.
+Imports: the buffers, the EnvGroup, the adapter registry, `marl_vec.vec.ray.link`
+and `marl_vec.vec.ray.session` (for Ray itself). Never the driver module.
 
 Example (what RayVecEnv does; not run here)::
 
@@ -34,7 +34,7 @@ from marl_vec.vec.worker import run_command
 # final_* arrays travel only for the rows of envs that have just finished.
 STEP_FIELDS = ("obs", "state", "avail_actions", "agent_mask", "acting", "reward", "terminated", "truncated", "done")
 FINAL_FIELDS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
-# Calls an actor answers through :meth:`GroupHost.command`, by the dispatch worker
+# Calls an actor answers through `GroupHost.command`, by the dispatch worker
 # processes use (the others are methods of their own: their answers carry arrays).
 COMMANDS = ("call", "get_attr", "set_attr", "render")
 
@@ -45,7 +45,7 @@ def _traceback_text(exc: BaseException) -> str:
 
 @dataclass
 class FailedStep:
-    """The info of env ``env_index`` in a :meth:`GroupHost.pool_step` where it raised
+    """The info of env ``env_index`` in a `GroupHost.pool_step` where it raised
     (``text``: its traceback); the driver raises it and the env leaves the pool."""
 
     env_index: int
@@ -150,7 +150,7 @@ class GroupHost:
     def step(self, actions: np.ndarray):
         """A synchronous step of the block. An env that raises part-way (no restart left)
         answers as the rows of the block, the envs before it with their step (EnvGroup's
-        bookkeeping), and a :class:`FailedStep` as its info, which the driver raises once the
+        bookkeeping), and a `FailedStep` as its info, which the driver raises once the
         rows are in its buffers; the envs after it are not stepped."""
         group = self.group
         group.settled = None  # set by the group when an env raises part-way through the step
@@ -180,9 +180,9 @@ class GroupHost:
 
     def pool_step(self, actions: np.ndarray, local_ids: list[int]):
         """A pool step of the block's envs ``local_ids`` (all of them, but those out of the
-        pool after raising): as :meth:`step`, but an env that raises (no restart left) leaves
+        pool after raising): as `step`, but an env that raises (no restart left) leaves
         only itself out. The envs before it keep their step (EnvGroup's bookkeeping), the envs
-        after it are stepped one by one, and its info is a :class:`FailedStep` naming it (the
+        after it are stepped one by one, and its info is a `FailedStep` naming it (the
         driver raises it, and it leaves the pool)."""
         group = self.group
         if len(local_ids) < len(group):  # envs that raised are left out: the others one by one
@@ -210,8 +210,8 @@ class GroupHost:
 
     def _step_envs(self, local_ids: Sequence[int], infos: dict[int, Any], stepped: int = 0):
         """Step envs ``local_ids`` one by one (the actions are in place; envs ``0 .. stepped - 1``
-        stepped already); an env that raises gets a :class:`FailedStep` as its info.
-        Answers as :meth:`step`, ``infos`` added to."""
+        stepped already); an env that raises gets a `FailedStep` as its info.
+        Answers as `step`, ``infos`` added to."""
         group = self.group
         for j in local_ids:
             try:
@@ -227,7 +227,7 @@ class GroupHost:
         return self._out, finals, infos
 
     def command(self, command: str, args: tuple) -> Any:
-        """One of :data:`COMMANDS`, answered as a worker process answers it (``args``: local env ids)."""
+        """One of `COMMANDS`, answered as a worker process answers it (``args``: local env ids)."""
         return run_command(self.group, command, args)
 
     def close(self) -> None:

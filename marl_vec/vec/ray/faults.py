@@ -2,18 +2,18 @@
 
 An actor fails in one of three ways: an env of its block raises (its EnvGroup
 names the env on the exception, which survives pickling), its process dies, or
-it does not answer within ``timeout``. Each becomes a :class:`RayWorkerError`
+it does not answer within ``timeout``. Each becomes a `RayWorkerError`
 naming the actor, its block of envs and, when known, the env. A dead actor is
 remembered (``_dead``) so that every later call says so at once, unless
 ``restart_on_error`` lets a new actor take its block (same_step and fast modes).
 
-Example:
+Examples:
     >>> err = RayWorkerError("Ray actor 1 (envs 2..3) died during step", 1, range(2, 4))
     >>> err.worker, list(err.env_ids), err.env_index
     (1, [2, 3], None)
 
-:class:`RayFaults` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`; it uses the
-actors, blocks and links the driver keeps (see :mod:`marl_vec.vec.ray.vec_env`).
+`RayFaults` is a mixin of [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv]; it uses the
+actors, blocks and links the driver keeps (see `marl_vec.vec.ray.vec_env`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class _Lost:
 
 
 class RayFaults:
-    """Naming failures and replacing lost actors, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
+    """Naming failures and replacing lost actors, for [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv]."""
 
     actors: list[Any]
     blocks: list[range]
@@ -109,7 +109,7 @@ class RayFaults:
 
     def _new_actor_for_lost(self, w: int) -> range:
         """Kill lost actor w, drop its link and start a new, unlinked one over its block
-        (seeded anew: :func:`rebuild_seed`); returns the block."""
+        (seeded anew: `rebuild_seed`); returns the block."""
         self.actor_restarts[w] += 1
         try:
             ray_module().kill(self.actors[w])
@@ -125,7 +125,7 @@ class RayFaults:
 
     def _replace_lost(self, w: int, err: RayWorkerError) -> dict[int, dict[str, Any]]:
         """Actor w died in a step: start a new one (linked again if it is on this machine);
-        its envs end their episodes as truncated (:meth:`VecEnv._restart_block`)."""
+        its envs end their episodes as truncated (`VecEnv._restart_block`)."""
         block = self._new_actor_for_lost(w)
         if self.buffers.shm_name is not None and self._local_actors([w]):
             self._links[w] = self._link(w)

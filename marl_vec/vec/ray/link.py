@@ -6,7 +6,7 @@ worker does, and take its signals over a unix socket. A round trip to two
 actors measured 1.5 ms through Ray calls and 0.08 ms over sockets. Ray still
 places, starts, watches and kills the actor; only the per-step traffic leaves its path.
 
-The socket speaks the worker protocol of :mod:`marl_vec.vec.worker` (a one-byte
+The socket speaks the worker protocol of `marl_vec.vec.worker` (a one-byte
 step, pickled commands, empty or pickled answers), served by a thread inside
 the actor that runs the same ``serve`` loop a worker process runs.
 
@@ -64,7 +64,7 @@ class Link:
     """Driver side of a same-node link: send commands, receive decoded answers.
 
     ``owed`` counts answers not yet read: a call interrupted between send and
-    receive (Ctrl-C in ``step_wait``) leaves one, which :meth:`send` discards
+    receive (Ctrl-C in ``step_wait``) leaves one, which `send` discards
     first so that no answer is ever read as the next command's.
     """
 

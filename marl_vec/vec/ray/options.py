@@ -1,6 +1,6 @@
 """RayVecEnv's options: merging keywords with a ``ray_config`` mapping, and how many actors.
 
-Example:
+Examples:
     >>> _block_count(num_envs=10, num_workers=None, envs_per_worker=4, default=8)
     3
     >>> _merge_options(dict(_DEFAULTS), {"num_workers": 2})["num_workers"]

@@ -1,4 +1,4 @@
-"""RayVecEnv's hooks for the async pool (:mod:`marl_vec.vec.pool`): send, recv, fault handling.
+"""RayVecEnv's hooks for the async pool (`marl_vec.vec.pool`): send, recv, fault handling.
 
 The pool decides which envs step; these hooks move them. A linked actor (same
 machine, shared memory) steps any subset of its block and answers each env over
@@ -6,14 +6,14 @@ its socket; an actor answering Ray calls always steps its whole block. A linked
 actor lost mid-flight is replaced and linked again; its envs in flight are sent
 again, and each restarts at its next step.
 
-Example:
-    >>> venv = mv.RayVecEnv(fns, num_workers=2, batch_size=2)  # doctest: +SKIP
-    >>> venv.reset(); r = venv.recv()  # doctest: +SKIP
-    >>> venv.send(actions_for(r.env_ids), r.env_ids)  # doctest: +SKIP
+Examples:
+    >>> venv = mv.RayVecEnv(fns, num_workers=2, batch_size=2)
+    >>> venv.reset(); r = venv.recv()
+    >>> venv.send(actions_for(r.env_ids), r.env_ids)
 
-:class:`RayPool` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`, above the
-transports (:mod:`marl_vec.vec.ray.transport`) and the fault handling
-(:mod:`marl_vec.vec.ray.faults`) it uses.
+`RayPool` is a mixin of [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv], above the
+transports (`marl_vec.vec.ray.transport`) and the fault handling
+(`marl_vec.vec.ray.faults`) it uses.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from marl_vec.vec.ray.session import ray_module
 
 
 class RayPool:
-    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
+    """The async pool's per-backend hooks, for [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv]."""
 
     blocks: list[range]
     timeout: float

@@ -1,12 +1,12 @@
 """The Ray session a RayVecEnv runs in: start or join one, and end only what marl_vec started.
 
-With ``address=None`` and no Ray session in this process, :func:`acquire_session`
+With ``address=None`` and no Ray session in this process, `acquire_session`
 starts a local cluster; ``"auto"`` or ``"ray://host:port"`` connects to a running
 one; a session the caller already opened with ``ray.init`` is used as is and
 never shut down. Every RayVecEnv that acquired the session marl_vec opened
 releases it at ``close()``; the last one shuts it down.
 
-Imports: the standard library and :func:`marl_vec.envs.registry.require` (Ray
+Imports: the standard library and `marl_vec.envs.registry.require` (Ray
 itself is imported lazily, so that importing this module costs nothing). Nothing
 here knows of envs, groups or buffers.
 

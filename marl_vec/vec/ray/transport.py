@@ -2,24 +2,27 @@
 
 Two ways, chosen per actor (``transport="auto"``):
 
-- the same-node **link** (:mod:`marl_vec.vec.ray.link`): an actor on this
+- the same-node **link** (`marl_vec.vec.ray.link`): an actor on this
   machine maps the batch's shared-memory block and takes its commands over a
   unix socket; a step sends one byte and gets back only the non-empty infos;
 - **Ray calls**: every other actor (or all, with ``transport="ray"``) answers a
-  remote call with its block's arrays, which :meth:`RayTransport._copy_in`
+  remote call with its block's arrays, which `RayTransport._copy_in`
   copies into this process's buffers.
 
 Every wait is bounded by ``timeout``; an answer cut short by an interrupt is
-kept (``into``) or read and dropped later (:meth:`RayTransport._drain`), so no
+kept (``into``) or read and dropped later (`RayTransport._drain`), so no
 answer is ever read as the next command's.
 
 Example (the driver sends, then receives, whatever the transport):
-    >>> venv._send(0, "reset", (None, None))  # doctest: +SKIP
-    >>> venv._receive([0], "reset")  # doctest: +SKIP
-    {0: {}}
 
-:class:`RayTransport` is a mixin of :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`; errors are
-named by :class:`~marl_vec.vec.ray.faults.RayFaults`.
+    ```pycon
+    >>> venv._send(0, "reset", (None, None))
+    >>> venv._receive([0], "reset")
+    {0: {}}
+    ```
+
+`RayTransport` is a mixin of [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv]; errors are
+named by `RayFaults`.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from marl_vec.vec.worker import STEP, ObjectReply
 
 
 class RayTransport:
-    """Sending commands to actors and gathering their answers, for :class:`~marl_vec.vec.ray.vec_env.RayVecEnv`."""
+    """Sending commands to actors and gathering their answers, for [`RayVecEnv`][marl_vec.vec.ray.vec_env.RayVecEnv]."""
 
     actors: list[Any]
     blocks: list[range]
@@ -77,7 +80,7 @@ class RayTransport:
         return None if address is None else Link.connect(address, authkey)
 
     def _send(self, w: int, command: str, args: tuple = ()) -> None:
-        """Start ``command`` on actor w: over its link, or as a Ray call (collect with :meth:`_receive`)."""
+        """Start ``command`` on actor w: over its link, or as a Ray call (collect with `_receive`)."""
         link = self._links[w]
         if link is None:
             actor = self.actors[w]
@@ -180,7 +183,7 @@ class RayTransport:
                     results[w] = (payload or {}) if command in ("step", "reset", "restart") else payload
 
     def _lost(self, w: int, command: str, replace: bool, results: dict[int, Any]) -> None:
-        """Linked actor w died: its result is a :class:`_Lost` if it may be replaced, else the error."""
+        """Linked actor w died: its result is a `_Lost` if it may be replaced, else the error."""
         err = RayWorkerError(f"{self._where(w)} died during {command}: its process closed the shared-memory link",
                              w, self.blocks[w])
         self._dead[w] = err
@@ -208,7 +211,7 @@ class RayTransport:
         """``ray.get`` with a bounded wait; any failure becomes a RayWorkerError naming the actor.
 
         ``replace``: an actor found dead is replaced when ``restart_on_error`` allows;
-        its result is then a :class:`_Lost` for the caller to report.
+        its result is then a `_Lost` for the caller to report.
         ``errors_in_place``: an actor's error is its result (the caller raises it), not raised
         here, so that the other actors' answers are read; a timeout is raised all the same.
         """

@@ -1,17 +1,17 @@
 """RayVecEnv: EnvGroups in Ray actors, for batches larger than one machine.
 
-Each actor hosts one :class:`~marl_vec.core.group.EnvGroup` over plain buffers that
+Each actor hosts one `EnvGroup` over plain buffers that
 hold only its block of envs. ``step_async`` sends every actor its slice of the
 actions; ``step_wait`` gathers the blocks' arrays (plus the final rows of envs
 that finished, and only the non-empty infos) and copies them into this
 process's buffers. Stepping, autoreset, seeding and episode bookkeeping are the
-EnvGroup's, so results are bitwise equal to :class:`DummyVecEnv`'s.
+EnvGroup's, so results are bitwise equal to [`DummyVecEnv`][marl_vec.vec.dummy.DummyVecEnv]'s.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> fns = [lambda: gym.make("CartPole-v1")] * 4
-    >>> with mv.RayVecEnv(fns, env_seed=0, num_workers=2) as venv:  # doctest: +SKIP
+    >>> with mv.RayVecEnv(fns, env_seed=0, num_workers=2) as venv:
     ...     r = venv.reset()
     ...     r = venv.step(np.zeros((4, 1), dtype=np.int64))
     ...     r.obs.shape
@@ -21,18 +21,18 @@ Cluster: with ``address=None`` and no Ray session in this process, a local
 cluster is started (and shut down by the last ``close()``); ``address="auto"``
 or ``"ray://host:10001"`` connects to a running one; a session the caller
 already opened with ``ray.init`` is used as is and left open
-(:mod:`marl_vec.vec.ray.session`).
+(`marl_vec.vec.ray.session`).
 
 This module is the driver side's lifecycle: checking the options, placing the
-actors (:mod:`marl_vec.vec.ray.actor`), the VecEnv calls, and closing. The rest
+actors (`marl_vec.vec.ray.actor`), the VecEnv calls, and closing. The rest
 of the driver is in modules of its own, one idea each:
 
-- :mod:`marl_vec.vec.ray.options`: keyword options and ``ray_config``, how many actors;
-- :mod:`marl_vec.vec.ray.transport`: the two transports (the same-node shared-memory
-  link of :mod:`marl_vec.vec.ray.link`, and Ray calls);
-- :mod:`marl_vec.vec.ray.faults`: errors naming the actor and env, timeouts, replacing a lost actor;
-- :mod:`marl_vec.vec.ray.pool`: the async pool's hooks (:mod:`marl_vec.vec.pool`);
-- :mod:`marl_vec.vec.ray.session`: starting, joining and ending the Ray session.
+- `marl_vec.vec.ray.options`: keyword options and ``ray_config``, how many actors;
+- `marl_vec.vec.ray.transport`: the two transports (the same-node shared-memory
+  link of `marl_vec.vec.ray.link`, and Ray calls);
+- `marl_vec.vec.ray.faults`: errors naming the actor and env, timeouts, replacing a lost actor;
+- `marl_vec.vec.ray.pool`: the async pool's hooks (`marl_vec.vec.pool`);
+- `marl_vec.vec.ray.session`: starting, joining and ending the Ray session.
 
 Nothing imports this module but the backend factory.
 """
@@ -98,12 +98,12 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             an option may be given here or as a keyword, not both.
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
-        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``): any
+        batch_size: envs per `recv` of the async pool (default ``num_envs``): any
             number in ``[1, num_envs]`` when every actor is linked (transport ``auto``, all
             on this machine), else a multiple of the actors' block size, since an actor
-            answering Ray calls steps its whole block (see :mod:`marl_vec.vec.pool`).
+            answering Ray calls steps its whole block (see `marl_vec.vec.pool`).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.core.state`), applied where the actors build their envs.
+            (see `marl_vec.core.state`), applied where the actors build their envs.
     """
 
     def __init__(

@@ -1,19 +1,19 @@
 """SubprocVecEnv's error handling: how a worker died, why it is not replaced, replacing it.
 
-An env's exception arrives from its worker as a :class:`~marl_vec.core.errors.WorkerError`
-(by :meth:`~marl_vec.vec.subproc.transport.SubprocTransport._collect`). A worker
+An env's exception arrives from its worker as a [`WorkerError`][marl_vec.core.errors.WorkerError]
+(by `_collect`). A worker
 process that dies is found by its sentinel and named with its pid, its block and
-how it exited; it breaks the SubprocVecEnv (:class:`~marl_vec.core.errors.WorkerDiedError`)
+how it exited; it breaks the SubprocVecEnv ([`WorkerDiedError`][marl_vec.core.errors.WorkerDiedError])
 unless ``restart_on_error`` lets a new worker take its block (same_step and fast
 modes), whose envs then end their episodes as truncated.
 
-Example:
+Examples:
     >>> _describe_exit(-9)
     'was killed by SIGKILL'
     >>> _describe_exit(1)
     'exited with code 1'
 
-:class:`SubprocFaults` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
+`SubprocFaults` is a mixin of [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv].
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class _Lost:
 
 
 class SubprocFaults:
-    """Naming dead workers and replacing them, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
+    """Naming dead workers and replacing them, for [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv]."""
 
     worker_restarts: list[int]
     _blocks: list[tuple[int, int]]
@@ -85,7 +85,7 @@ class SubprocFaults:
 
     def _replace_worker(self, w: int, what: str) -> dict[int, dict[str, Any]]:
         """Worker w died in a step: start a new one; its envs end their episodes as
-        truncated (:meth:`VecEnv._restart_block`). A replacement that fails breaks the batch."""
+        truncated (`VecEnv._restart_block`). A replacement that fails breaks the batch."""
         restarts = self._restart_process(w, what)
         start, stop = self._blocks[w]
         return self._restart_block(range(start, stop), lambda: self._command("reset", {w: (None, None)})[w],

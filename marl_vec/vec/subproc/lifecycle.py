@@ -1,20 +1,20 @@
 """SubprocVecEnv's worker lifecycle: the start method, starting a worker, replacing one, shutting all down.
 
-A worker process hosts one :class:`~marl_vec.core.group.EnvGroup` over a contiguous
-block of envs (:func:`_blocks`). It is started with the env_fns of its block
+A worker process hosts one `EnvGroup` over a contiguous
+block of envs (`_blocks`). It is started with the env_fns of its block
 (pickled with cloudpickle unless forked), answers ``start`` with its envs'
 specs, then maps the shared block (``attach``). A worker that died in a step
 is replaced by a new one over the same block, seeded anew
-(:func:`~marl_vec.core.group.rebuild_seed`). :func:`_shutdown` stops every worker,
+(`rebuild_seed`). `_shutdown` stops every worker,
 politely then by force, and is bounded in time whatever state they are in.
 
-Example:
+Examples:
     >>> _blocks(num_envs=5, num_workers=2)
     [(0, 3), (3, 5)]
     >>> default_start_method() in ("fork", "forkserver", "spawn")
     True
 
-:class:`SubprocLifecycle` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
+`SubprocLifecycle` is a mixin of [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv].
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ START_TIMEOUT = 120.0  # seconds the workers may take to build their envs (at le
 
 def default_start_method() -> str:
     """``fork`` on Linux (``forkserver`` if threads other than the main one run, native
-    ones included: see :mod:`marl_vec.vec.native_threads`), else ``spawn``."""
+    ones included: see `marl_vec.vec.native_threads`), else ``spawn``."""
     methods = mp.get_all_start_methods()
     if sys.platform.startswith("linux") and "fork" in methods:
         if (threading.active_count() > 1 or threads_beside_main()) and "forkserver" in methods:
@@ -70,7 +70,7 @@ def _blocks(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
 
 
 class SubprocLifecycle:
-    """Starting and restarting worker processes, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
+    """Starting and restarting worker processes, for [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv]."""
 
     start_method: str
     timeout: float | None
@@ -179,7 +179,7 @@ WORKER_MODULES = ("marl_vec.vec.worker", "marl_vec.core.group", "marl_vec.core.b
 
 
 def _preload_forkserver() -> None:
-    """Add :data:`WORKER_MODULES` to the fork server's preload list (keeping the caller's)."""
+    """Add `WORKER_MODULES` to the fork server's preload list (keeping the caller's)."""
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)

@@ -5,15 +5,15 @@ During a synchronous step the trainer's process only waits for its workers. With
 1 worker + the main process use both cores with one process fewer (less memory,
 no third process contending for a core) than 2 workers.
 
-:class:`LocalHost` stands in for both the pipe and the process of a worker, so
+`LocalHost` stands in for both the pipe and the process of a worker, so
 every command path of SubprocVecEnv (start, attach, step, reset, call, close,
 the async pool's steps) treats the block alike: ``send_bytes`` runs the command
-at once with the same code a worker runs (:func:`~marl_vec.vec.worker.handle`) and queues its answers;
+at once with the same code a worker runs (`handle`) and queues its answers;
 ``recv_bytes`` returns them; ``fileno`` is readable while an answer is queued, so
 ``multiprocessing.connection.wait`` sees the block as an answered worker. The
 block is sent its step last, after the workers have theirs.
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> fns = [lambda: gym.make("CartPole-v1")] * 4
@@ -70,7 +70,7 @@ class LocalHost:
     # -- the pipe ---------------------------------------------------------------------
 
     def send_bytes(self, data: bytes) -> None:
-        """Run one command now; its answer is queued for :meth:`recv_bytes`."""
+        """Run one command now; its answer is queued for `recv_bytes`."""
         if self.closed:
             raise BrokenPipeError("the main process's block is closed")
         if self._group is None:  # the parent's "attach", or its giving up

@@ -1,24 +1,24 @@
-"""SubprocVecEnv's hooks for the async pool (:mod:`marl_vec.vec.pool`): send, poll, read, replace.
+"""SubprocVecEnv's hooks for the async pool (`marl_vec.vec.pool`): send, poll, read, replace.
 
 A worker steps the envs it was sent one by one and signals each over its pipe
-as soon as its rows are in shared memory. :meth:`SubprocPool._pool_answered`
+as soon as its rows are in shared memory. `SubprocPool._pool_answered`
 polls the pipes and process sentinels with ``select.poll`` (one poller per set
 of workers in flight); a worker that died with envs in flight is replaced, and
 its envs in flight are sent again.
 
 With ``step_in_main`` the block in this process is one more member of the pool:
-:meth:`SubprocPool.send` sends the workers their envs first, then this process
+`SubprocPool.send` sends the workers their envs first, then this process
 steps its own envs of the call with the code a worker runs
-(:class:`~marl_vec.vec.subproc.local.LocalHost`), whose answers wait in its queue
-for :meth:`AsyncPool.recv` as a worker's wait in its pipe. ``send`` then returns
+(`LocalHost`), whose answers wait in its queue
+for `AsyncPool.recv` as a worker's wait in its pipe. ``send`` then returns
 once those envs have stepped; their trajectories are the same as anywhere else.
 
-Example:
-    >>> venv = mv.SubprocVecEnv(fns, num_workers=2, batch_size=2)  # doctest: +SKIP
-    >>> venv.reset(); r = venv.recv()  # doctest: +SKIP
-    >>> venv.send(actions_for(r.env_ids), r.env_ids)  # doctest: +SKIP
+Examples:
+    >>> venv = mv.SubprocVecEnv(fns, num_workers=2, batch_size=2)
+    >>> venv.reset(); r = venv.recv()
+    >>> venv.send(actions_for(r.env_ids), r.env_ids)
 
-:class:`SubprocPool` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
+`SubprocPool` is a mixin of [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv].
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from marl_vec.vec.subproc.local import LocalHost
 
 
 class SubprocPool:
-    """The async pool's per-backend hooks, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
+    """The async pool's per-backend hooks, for [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv]."""
 
     timeout: float | None
     step_in_main: bool
@@ -54,7 +54,7 @@ class SubprocPool:
     _pool_local: list[int]  # step_in_main: this process's envs sent and not stepped yet (local indices)
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray) -> None:
-        """:meth:`AsyncPool.send`; envs of this process's block (``step_in_main``) step
+        """`AsyncPool.send`; envs of this process's block (``step_in_main``) step
         here once the workers have theirs."""
         super().send(actions, env_ids)  # type: ignore[misc]  # AsyncPool's, after this mixin
         self._pool_step_local()
@@ -128,7 +128,7 @@ class SubprocPool:
         return made
 
     def _pool_answer(self, w: int) -> None:
-        """Every answer worker w has sent, read in one go (:meth:`AsyncPool._pool_read`); a
+        """Every answer worker w has sent, read in one go (`AsyncPool._pool_read`); a
         dead worker is replaced, once signals flow again (a forked worker inherits the mask)."""
         readable = w in self._pool_readable  # else only its sentinel fired: it died
         self._pool_readable.discard(w)
@@ -144,7 +144,7 @@ class SubprocPool:
 
     def _pool_read_local(self, w: int, host: LocalHost, error_of: Any) -> None:
         """Every answer queued by this process's block, recorded as a worker's are
-        (:meth:`AsyncPool._pool_read`: signals wait until they are, errors raised after)."""
+        (`AsyncPool._pool_read`: signals wait until they are, errors raised after)."""
         if host.closed:  # a second Ctrl-C cut its step short (_pool_step_local): the batch is broken
             raise self._broken or WorkerError("step", w, None, "this process's block is closed")
         errors: list[BaseException] = []

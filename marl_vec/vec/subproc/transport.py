@@ -1,23 +1,26 @@
 """SubprocVecEnv's transport: commands over each worker's pipe, answers over the same pipe.
 
-The step buffers live in shared memory, so a step sends one byte (:data:`STEP`)
+The step buffers live in shared memory, so a step sends one byte (`STEP`)
 and a worker answers with the non-empty infos of its block; other commands
 (reset, call, get_attr, ...) are pickled tuples. Every wait is bounded by
 ``timeout`` and also watches the workers' process sentinels, so a dead worker
 is noticed at once; an answer owed by an interrupted call is read and dropped
-(:meth:`SubprocTransport._drain`) before the next command.
+(`SubprocTransport._drain`) before the next command.
 
 Waiting for answers: ``select.poll`` over the workers' pipes and sentinels. Where
 this process has a core to spare (``SubprocVecEnv.main_spins``), it first polls
-without sleeping for up to ``spin_us`` (:meth:`SubprocTransport._wait_events`):
+without sleeping for up to ``spin_us`` (`SubprocTransport._wait_events`):
 an answer that comes within that time is read without the kernel's wake-up of a
 sleeping process (150-250 us on a VM), the cost of a cheap env's batch step.
 
 Example (every command goes through one call):
-    >>> venv._command("get_attr", {0: ("spec", [0])})  # doctest: +SKIP
-    {0: [...]}
 
-:class:`SubprocTransport` is a mixin of :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`.
+    ```pycon
+    >>> venv._command("get_attr", {0: ("spec", [0])})
+    {0: [...]}
+    ```
+
+`SubprocTransport` is a mixin of [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv].
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from marl_vec.vec.worker import STEP, ObjectReply, decode, poll_until
 
 
 class SubprocTransport:
-    """Sending commands to workers and collecting their answers, for :class:`~marl_vec.vec.subproc.vec_env.SubprocVecEnv`."""
+    """Sending commands to workers and collecting their answers, for [`SubprocVecEnv`][marl_vec.vec.subproc.vec_env.SubprocVecEnv]."""
 
     num_envs: int
     num_workers: int
@@ -107,7 +110,7 @@ class SubprocTransport:
 
         Every wait is bounded by ``timeout`` (negative: ``self.timeout``) and also
         watches the workers' process sentinels, so a dead worker is noticed at once.
-        ``replace``: a dead worker that may be replaced answers a :class:`_Lost`.
+        ``replace``: a dead worker that may be replaced answers a `_Lost`.
         ``into``: where answers go as they arrive (an env's error as its WorkerError),
         so that a wait cut short by an interrupt can be resumed without losing any.
         """
@@ -166,7 +169,7 @@ class SubprocTransport:
 
     def _drain(self) -> None:
         """Discard answers still owed from an interrupted call other than a step (a step's
-        are collected by :meth:`VecEnv._check_idle`, through :meth:`_step_wait`)."""
+        are collected by `VecEnv._check_idle`, through `_step_wait`)."""
         owed = [w for w, p in enumerate(self._pending) if p]
         if owed:
             try:

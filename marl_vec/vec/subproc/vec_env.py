@@ -1,6 +1,6 @@
 """SubprocVecEnv: blocks of envs in worker processes, stepping over shared memory.
 
-``W`` worker processes each host one :class:`~marl_vec.core.group.EnvGroup` over a
+``W`` worker processes each host one `EnvGroup` over a
 contiguous block of envs. Every step buffer (actions, obs, state, masks,
 rewards, flags, final_*) lives in one shared-memory block that all processes
 map, so a step sends one byte to each worker and gets back an empty answer, or
@@ -13,17 +13,17 @@ parent already runs other threads, forking can deadlock on a lock held by one
 of them, so the default is then ``forkserver``: Python threads and native ones
 (JAX, torch's pool, EnvPool, ale-py's vector env, OpenMP), counted in
 ``/proc/self/task``, all but OpenBLAS's idle workers, which numpy starts at
-import and which fork safely (:mod:`marl_vec.vec.native_threads`). Where fork
+import and which fork safely (`marl_vec.vec.native_threads`). Where fork
 does not exist or is unsafe (macOS, Windows) it is ``spawn``. Under spawn and
 forkserver the env_fns are sent with cloudpickle, and the main script must
 guard its code with ``if __name__ == "__main__":`` (the workers import it).
 
 Faults never hang the caller: every wait is bounded by ``timeout`` and watches
 the workers' process sentinels, so an env's exception arrives as a
-:class:`~marl_vec.core.errors.WorkerError` naming the env, the worker and the
-original traceback, and a killed worker as a :class:`~marl_vec.core.errors.WorkerDiedError`.
+[`WorkerError`][marl_vec.core.errors.WorkerError] naming the env, the worker and the
+original traceback, and a killed worker as a [`WorkerDiedError`][marl_vec.core.errors.WorkerDiedError].
 
-Example:
+Examples:
     >>> import gymnasium as gym, numpy as np
     >>> import marl_vec as mv
     >>> with mv.SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 4, env_seed=0, num_workers=2) as venv:
@@ -33,10 +33,10 @@ Example:
     (4, 1, 4)
 
 This module holds the options and the VecEnv calls; the rest, one idea a module:
-:mod:`~marl_vec.vec.subproc.lifecycle` (start method, starting, replacing and
-shutting down workers), :mod:`~marl_vec.vec.subproc.transport` (commands and
-answers over the pipes), :mod:`~marl_vec.vec.subproc.faults` (dead workers and
-their errors), :mod:`~marl_vec.vec.subproc.pool` (the async pool's hooks).
+`lifecycle` (start method, starting, replacing and
+shutting down workers), `transport` (commands and
+answers over the pipes), `faults` (dead workers and
+their errors), `pool` (the async pool's hooks).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         start_method: ``fork``, ``spawn`` or ``forkserver`` (default: see the module doc).
         restart_on_error: per-env budget of rebuilds after an env raises, and
             per-worker budget of replacements after a worker process dies in a step
-            (same_step and fast modes); 0 raises a :class:`WorkerError` at the first error.
+            (same_step and fast modes); 0 raises a [`WorkerError`][marl_vec.core.errors.WorkerError] at the first error.
         timeout: seconds any command may take before the workers are declared hung
             (None: no limit; a dead worker is still detected at once). Building the
             envs at start may take ``max(timeout, 120)`` s.
@@ -86,12 +86,12 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
         reward_dtype: ``"float32"`` or ``"float64"`` for the reward array; None
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
-            (see :mod:`marl_vec.core.state`).
-        batch_size: envs per :meth:`recv` of the async pool (default ``num_envs``), any
-            number in ``[1, num_envs]`` (see :mod:`marl_vec.vec.pool`).
+            (see `marl_vec.core.state`).
+        batch_size: envs per `recv` of the async pool (default ``num_envs``), any
+            number in ``[1, num_envs]`` (see `marl_vec.vec.pool`).
         step_in_main: the main process steps the last block itself while the workers
             step theirs (``num_workers + 1`` blocks; default ``num_workers``: usable cores
-            - 1), see :mod:`marl_vec.vec.subproc.local`. Same results, one process fewer.
+            - 1), see `marl_vec.vec.subproc.local`. Same results, one process fewer.
             In the async pool (``send``/``recv``) the block is one more member: ``send``
             steps its envs of the call here, after sending the workers theirs. ``timeout``
             does not bound an env of this block (it runs inline; Ctrl-C does).
