@@ -26,6 +26,16 @@ from tests.fuzz.envs import AGENTS, N_ACTIONS
 
 A = len(AGENTS)
 
+def reset_seed(seed: int | None, seeded: bool, env_seed: int | None, index: int) -> int | None:
+    """The seed env ``index``'s native reset gets from the batch's ``reset(seed=seed)``:
+    ``seed + index``; unseeded, ``env_seed + index`` at its first reset and None after."""
+    if seed is not None:
+        return seed + index
+    if not seeded and env_seed is not None:
+        return env_seed + index
+    return None
+
+
 
 @dataclass
 class Row:
@@ -90,12 +100,7 @@ class EnvOracle:
     def reset(self, seed: int | None) -> None:
         """``reset(seed=seed)`` of the batch as it reaches this env (seed + index; an
         unseeded first reset uses env_seed + index)."""
-        if seed is not None:
-            s: int | None = seed + self.index
-        elif not self.seeded and self.env_seed is not None:
-            s = self.env_seed + self.index
-        else:
-            s = None
+        s = reset_seed(seed, self.seeded, self.env_seed, self.index)
         self.seeded = True
         obs, _ = self.env.reset(seed=s)
         mask = self._mask()

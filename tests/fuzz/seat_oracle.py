@@ -25,6 +25,7 @@ from typing import Any, Callable, Generator
 
 import numpy as np
 
+from tests.fuzz.oracle import reset_seed
 from tests.fuzz.turn_game import N_MOVES
 
 
@@ -77,12 +78,7 @@ class SeatOracle:
         self._loop: Generator[SeatRow, int, None] | None = None
 
     def reset(self, seed: int | None) -> None:
-        if seed is not None:
-            s: int | None = seed + self.index
-        elif not self.seeded and self.env_seed is not None:
-            s = self.env_seed + self.index
-        else:
-            s = None
+        s = reset_seed(seed, self.seeded, self.env_seed, self.index)
         self.seeded = True
         self._loop = self._games(s)
         self.row = next(self._loop)

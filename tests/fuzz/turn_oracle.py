@@ -25,6 +25,7 @@ from typing import Any, Callable, Generator
 
 import numpy as np
 
+from tests.fuzz.oracle import reset_seed
 from tests.fuzz.turn_game import N_MOVES, PLAYERS
 
 A = len(PLAYERS)
@@ -76,12 +77,7 @@ class GameOracle:
     def reset(self, seed: int | None) -> None:
         """``reset(seed=seed)`` of the batch as it reaches this env (seed + index; an
         unseeded first reset uses env_seed + index): a new loop, at its first live turn."""
-        if seed is not None:
-            s: int | None = seed + self.index
-        elif not self.seeded and self.env_seed is not None:
-            s = self.env_seed + self.index
-        else:
-            s = None
+        s = reset_seed(seed, self.seeded, self.env_seed, self.index)
         self.seeded = True
         self._loop = self._games(s)
         self.row = next(self._loop)
