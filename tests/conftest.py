@@ -25,8 +25,10 @@ if settings is not None:
     settings.register_profile(
         "ci", max_examples=200, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
     )
+    # A long campaign that must fit a time box can ask for fewer: MARL_VEC_FUZZ_LONG_EXAMPLES=2000.
+    LONG_EXAMPLES = int(os.environ.get("MARL_VEC_FUZZ_LONG_EXAMPLES", "10000"))
     settings.register_profile(
-        "long", max_examples=10_000, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
+        "long", max_examples=LONG_EXAMPLES, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
     )
     settings.load_profile("ci")
 
