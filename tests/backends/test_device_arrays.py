@@ -186,3 +186,15 @@ def test_configs_take_vec_array_backend():
         assert isinstance(venv.reset().obs, torch.Tensor)
     with pytest.raises(Exception, match="DummyVecEnv"):
         mv.make(cfg, num_envs=2, backend="subproc", array_backend="torch")
+
+
+def test_the_torchrl_face_says_it_takes_a_numpy_mode_vecenv():
+    pytest.importorskip("torchrl")
+    import gymnasium as gym
+
+    from marl_vec.compat.torchrl import TorchRLEnv
+
+    venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, array_backend="torch")
+    with pytest.raises(ValueError, match="TorchRLEnv makes its own tensors.*array_backend='numpy'"):
+        TorchRLEnv(venv)
+    venv.close()
