@@ -131,6 +131,9 @@ class TorchRLEnv(EnvBase):
                 f"TorchRLEnv needs a VecEnv with autoreset='same_step' or 'fast' (TorchRL resets finished envs "
                 f"itself, after seeing the final observation), got autoreset={venv.autoreset.value!r}"
             )
+        if getattr(venv, "array_backend", "numpy") != "numpy":
+            raise ValueError(f"TorchRLEnv makes its own tensors on its device= (got a VecEnv with array_backend="
+                             f"{venv.array_backend!r}); give it a numpy-mode VecEnv (array_backend='numpy')")
         super().__init__(device=device, batch_size=torch.Size([venv.num_envs]), allow_done_after_reset=False)
         self.venv = venv
         spec: EnvSpec = venv.spec

@@ -133,6 +133,9 @@ class BatchBuffers:
             unlink the block when their parent vanishes (`unlink_block`) passes False.
         name: the name of the block to create (None: a free one is picked); see
             `block_name`.
+        aligned: in ordinary memory, put every array in one block with each field
+            64-byte aligned (as in a shared block): JAX then views a field without a
+            copy (DLPack; `marl_vec.vec.device_arrays`).
     """
 
     actions: Any  # an array, or for Dict/Tuple action spaces a tree of arrays
@@ -151,7 +154,7 @@ class BatchBuffers:
     final_avail_actions: np.ndarray | None
 
     def __init__(self, spec: EnvSpec, num_envs: int, shared: bool = False, attach: str | None = None,
-                 tracked: bool = True, name: str | None = None):
+                 tracked: bool = True, name: str | None = None, aligned: bool = False):
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.spec = spec
@@ -178,6 +181,10 @@ class BatchBuffers:
             # it is unmapped only when the last view is gone (see close()).
             block = np.frombuffer(self._shm.buf, dtype=np.uint8)
             weakref.finalize(block, _unmap, self._shm)
+        elif aligned:
+            raw = np.zeros(total + _ALIGN, dtype=np.uint8)
+            start = (-raw.ctypes.data) % _ALIGN
+            block = raw[start:start + total]
         self.state = self.final_state = None
         self.acting = None
         for (name, shape, dtype), offset in zip(self.layout, offsets):

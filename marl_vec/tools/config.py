@@ -92,6 +92,9 @@ class VecConfig(_Strict):
     step_in_main: bool = False
     # subproc: microseconds a worker polls for the next command before it sleeps (0: off).
     spin_us: float = Field(default=0.0, ge=0, le=1e6)
+    # dummy: what results hold (numpy, torch tensors, JAX arrays) and where (docs/backends/device_arrays.md).
+    array_backend: Literal["numpy", "torch", "jax"] = "numpy"
+    device: Optional[str] = None
     ray: RayConfig = Field(default_factory=RayConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -304,6 +307,11 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
                 raise ConfigError(f"vec.{key} applies to the subproc and ray backends, not to backend {vec.backend!r}")
         if vec.batch_size is not None:  # DummyVecEnv's pool is synchronous: send() steps its envs at once
             kwargs["batch_size"] = vec.batch_size
+        if vec.array_backend != "numpy" or vec.device is not None:
+            kwargs.update(array_backend=vec.array_backend, device=vec.device)
+    if vec.backend != "dummy" and (vec.array_backend != "numpy" or vec.device is not None):
+        raise ConfigError(f"vec.array_backend={vec.array_backend!r} / vec.device={vec.device!r} apply to the dummy "
+                          f"backend (DummyVecEnv), not to backend {vec.backend!r}, which returns numpy arrays on the host")
     if vec.step_in_main and vec.backend != "subproc":
         raise ConfigError(f"vec.step_in_main applies to the subproc backend, not to backend {vec.backend!r}")
     if vec.spin_us and vec.backend != "subproc":
@@ -363,6 +371,8 @@ def resolve_auto_backend(cfg: Config) -> Config:
     """
     if cfg.vec.backend != "auto":
         return cfg
+    if cfg.vec.array_backend != "numpy" or cfg.vec.device is not None:  # torch/JAX results: DummyVecEnv only
+        return cfg.model_copy(update={"vec": cfg.vec.model_copy(update={"backend": "dummy"})})
     choice, message, tuned = resolve_auto(cfg.model_dump(by_alias=True))
     named = "backend" in cfg.vec.model_fields_set
     if named or tuned or choice["backend"] != "dummy":

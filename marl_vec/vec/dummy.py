@@ -26,7 +26,9 @@ from marl_vec.envs.registry import as_adapter
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.group import EnvGroup
 from marl_vec.vec.base import VecEnv, check_backend_args
+from marl_vec.vec.device_arrays import DeviceArrays, host_array, is_host_device, parse_array_backend
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
+from marl_vec.vec.results import StepResult
 
 
 class DummyVecEnv(AsyncPool, VecEnv):
@@ -47,6 +49,12 @@ class DummyVecEnv(AsyncPool, VecEnv):
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see `marl_vec.core.state`).
         batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``).
+        array_backend: what results hold: ``"numpy"`` (default), ``"torch"`` (tensors) or
+            ``"jax"`` (arrays); actions may come as any of them. See
+            `marl_vec.vec.device_arrays` and docs/backends/device_arrays.md.
+        device: where torch/JAX results live (None: the CPU; ``"cuda:0"``, a ``torch.device``
+            or a JAX device). The envs step on the host: off the CPU that is one
+            host-to-device copy per field per step.
     """
 
     def __init__(
@@ -61,12 +69,19 @@ class DummyVecEnv(AsyncPool, VecEnv):
         reward_dtype: str | None = None,
         state: str = "auto",
         batch_size: int | None = None,
+        array_backend: str = "numpy",
+        device: Any = None,
     ):
+        self.array_backend = parse_array_backend(array_backend)
+        if self.array_backend == "numpy" and device is not None and not is_host_device(device):
+            raise ValueError(f"device={device!r} needs array_backend='torch' or 'jax'; numpy arrays live on the host")
         env_fns, mode = check_backend_args("DummyVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         adapters = [as_adapter(fn()) for fn in env_fns]
         try:
             super().__init__(adapters[0].spec, len(adapters), mode, copy, validate, stats_window, reward_dtype)
-            self.buffers = BatchBuffers(self.spec, len(adapters))
+            self.buffers = BatchBuffers(self.spec, len(adapters), aligned=self.array_backend == "jax")
+            self._device_arrays = (None if self.array_backend == "numpy"
+                                   else DeviceArrays(self.buffers, self.array_backend, device))
             self.group = EnvGroup(
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
             )
@@ -75,7 +90,8 @@ class DummyVecEnv(AsyncPool, VecEnv):
                 adapter.close()
             raise
         self._infos: list[dict[str, Any]] = []
-        self.group.run_while_stepping(self._prepare_result)  # a native engine's threads step meanwhile
+        if self._device_arrays is None:
+            self.group.run_while_stepping(self._prepare_result)  # a native engine's threads step meanwhile
         self.timeout = None  # the pool never waits here: send() steps its envs at once
         self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)])
         self._pool_errors: deque[BaseException] = deque()  # raised by the next recv(), in order
@@ -91,9 +107,25 @@ class DummyVecEnv(AsyncPool, VecEnv):
             out[i] = info
         return out
 
+    def _write_actions(self, actions: Any) -> None:
+        if self._device_arrays is not None:
+            actions = host_array(actions)
+        super()._write_actions(actions)
+
+    def _result(self, infos: list[dict[str, Any]], any_done: bool | None = None) -> StepResult:
+        arrays = self._device_arrays
+        if arrays is None:
+            return super()._result(infos, any_done)
+        copy, self.copy = self.copy, False  # the buffers' views, then torch/JAX ones of them
+        try:
+            result = super()._result(infos, any_done)
+        finally:
+            self.copy = copy
+        return arrays.result(result, copy)
+
     def _step_async(self) -> None:
         self._infos = self.group.step()
-        if self.copy:
+        if self.copy and self._device_arrays is None:
             self._fresh_obs = self.group.take_obs()  # for the result; None where it must copy
         self._pool_restart(step=True)
 

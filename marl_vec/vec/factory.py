@@ -52,5 +52,10 @@ def make_vec(
     or ``none`` (see `marl_vec.core.state`); every backend applies it where it makes
     its envs. ``backend_kwargs`` go to the backend (``num_workers``, ``start_method``, ...).
     """
+    if backend != "dummy" and ("array_backend" in backend_kwargs or "device" in backend_kwargs):
+        from marl_vec.vec.device_arrays import refuse_device
+
+        refuse_device(backend_class(backend).__name__, backend_kwargs.pop("array_backend", None),
+                      backend_kwargs.pop("device", None))
     cls = backend_class(backend)
     return cls(with_state(env_fns, state), env_seed=env_seed, autoreset=autoreset, copy=copy, **backend_kwargs)

@@ -77,7 +77,8 @@ SPLIT_DEPENDENT = {
 REFUSED = {
     "num_envs": "the batch sets it (VMAS's batch_dim is a block's number of envs, padded to a multiple of 32)",
     "seed": "envs are seeded by the VecEnv (env_seed, reset(seed=...))",
-    "device": "the family runs VMAS on the CPU (its outputs are copied into numpy buffers)",
+    "device": ("the family runs VMAS on the CPU (its outputs are copied into numpy buffers); for torch results "
+               "on a device pass DummyVecEnv(array_backend='torch', device=...) (docs/backends/device_arrays.md)"),
     "wrapper": "the family is the wrapper",
     "wrapper_kwargs": "the family is the wrapper",
     "dict_spaces": "the family reads VMAS's outputs as lists, in agent order",

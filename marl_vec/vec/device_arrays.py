@@ -1,0 +1,224 @@
+"""Results as torch tensors or JAX arrays (``array_backend=``), and actions taken as either.
+
+One idea: what `DummyVecEnv`'s ``array_backend`` and ``device`` do to a
+`StepResult` and to the actions it is given. See docs/backends/device_arrays.md.
+
+- ``"numpy"`` (default): nothing here runs.
+- ``"torch"``: every field of the result is a ``torch.Tensor`` with the buffers'
+  ``(E, A, ...)`` layout and dtypes. On ``device="cpu"`` the tensors ARE the batch
+  buffers (``torch.from_numpy``, made once): ``copy=False`` hands them out (the same
+  ``data_ptr`` at every step), ``copy=True`` hands out clones. On another device
+  (``"cuda:0"``) the tensors are preallocated there once, and each step writes them
+  in place (``Tensor.copy_``): one host-to-device copy per field per step.
+- ``"jax"``: ``jax.Array``s. On the CPU, ``copy=False`` hands out DLPack views of the
+  buffers (64-byte aligned, so JAX takes them without a copy: the same
+  ``unsafe_buffer_pointer`` at every step); ``copy=True`` one fresh array per field.
+  On another device, one fresh array per field per step (``jax.device_put``).
+
+Actions may be numpy arrays, torch tensors or JAX arrays: CPU ones are read without a
+copy (``Tensor.numpy()``, ``numpy.from_dlpack``), device ones are brought to the host
+once (the engines step on the host buffers today).
+
+May import: numpy, torch and jax (lazily), ``marl_vec.core.buffers``.
+
+Examples:
+    >>> import gymnasium as gym, torch
+    >>> import marl_vec as mv
+    >>> venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, array_backend="torch")
+    >>> r = venv.reset()
+    >>> type(r.obs).__name__, tuple(r.obs.shape), r.done.dtype
+    ('Tensor', (2, 1, 4), torch.bool)
+    >>> r = venv.step(torch.zeros((2, 1), dtype=torch.int64))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from marl_vec.core.buffers import BatchBuffers
+
+ARRAY_BACKENDS = ("numpy", "torch", "jax")
+# StepResult's array fields, each with the buffers' attribute it is made of.
+FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
+          "final_obs", "final_state", "final_avail_actions", "acting", "final_acting")
+FINALS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
+
+
+def parse_array_backend(value: Any) -> str:
+    """``value`` checked: one of `ARRAY_BACKENDS`.
+
+    Examples:
+        >>> parse_array_backend("torch")
+        'torch'
+    """
+    if value not in ARRAY_BACKENDS:
+        raise ValueError(f"array_backend must be one of {', '.join(ARRAY_BACKENDS)}; got {value!r}")
+    return str(value)
+
+
+def is_host_device(device: Any) -> bool:
+    """Whether ``device`` (None, a string, a ``torch.device`` or a JAX device) is the CPU."""
+    if device is None:
+        return True
+    platform = getattr(device, "platform", None)  # a JAX device
+    if platform is not None:
+        return platform == "cpu"
+    return str(device).split(":")[0] == "cpu"
+
+
+def refuse_device(backend: str, array_backend: Any, device: Any) -> None:
+    """The process and Ray backends keep results in host memory: a device (or a torch/jax
+    ``array_backend``) is refused there, naming DummyVecEnv."""
+    if array_backend not in (None, "numpy") or not is_host_device(device):
+        raise ValueError(f"{backend} returns numpy arrays on the host (array_backend={array_backend!r}, "
+                         f"device={device!r} asked); use DummyVecEnv for torch or JAX results on a device")
+
+
+class DeviceArrays:
+    """The torch or JAX face of a batch's buffers (see the module doc).
+
+    Args:
+        buffers: the batch buffers (allocated ``aligned=True`` for JAX).
+        array_backend: ``"torch"`` or ``"jax"``.
+        device: where results live (None or ``"cpu"``: the host; ``"cuda:0"``, a ``torch.device``
+            or a JAX device).
+    """
+
+    def __init__(self, buffers: BatchBuffers, array_backend: str, device: Any = None):
+        self.array_backend = parse_array_backend(array_backend)
+        if buffers.spec.obs_space is not None and not isinstance(buffers.obs, np.ndarray):
+            raise ValueError(f"array_backend={array_backend!r} needs one observation array; "
+                             "Dict/Tuple observations are served as numpy only")
+        if any(getattr(buffers, name) is not None and getattr(buffers, name).dtype.hasobject
+               for name in ("obs", "state")):
+            raise ValueError(f"array_backend={array_backend!r}: object observations (Text, Graph) are numpy only")
+        self.buffers = buffers
+        self.host = is_host_device(device)
+        if array_backend == "torch":
+            import torch
+
+            self.torch = torch
+            self.device = torch.device("cpu" if device is None else device)
+            self.views = {name: torch.from_numpy(array) for name, array in self._host_fields()}
+            # Off the host: preallocated once on the device, written in place each step.
+            self.tensors = self.views if self.host else {
+                name: torch.empty(view.shape, dtype=view.dtype, device=self.device) for name, view in self.views.items()}
+        else:
+            import jax
+
+            self.jax = jax
+            wide = [name for name, array in self._host_fields() if array.dtype.itemsize == 8]
+            if wide and not jax.config.jax_enable_x64:
+                raise ValueError(f"array_backend='jax': {', '.join(wide)} are 64-bit, which JAX keeps only with "
+                                 "jax_enable_x64; turn it on, or pass reward_dtype='float32' where it is the reward")
+            self.device = jax.devices("cpu")[0] if device is None else (
+                device if hasattr(device, "platform") else _jax_device(jax, str(device)))
+            if self.host:
+                self.views = {name: jax.dlpack.from_dlpack(array) for name, array in self._host_fields()}
+
+    def _host_fields(self) -> list[tuple[str, np.ndarray]]:
+        buf = self.buffers
+        out = []
+        for name in FIELDS:
+            array = buf.movers() if name == "acting" else getattr(buf, name)
+            if array is not None:
+                out.append((name, array))
+        return out
+
+    def result(self, numpy_result: Any, copy: bool) -> Any:
+        """``numpy_result`` (the buffers' StepResult, copy=False: their views) with every array
+        field on the device; ``copy``: fresh arrays, else the preallocated ones."""
+        changes: dict[str, Any] = {}
+        for name in FIELDS:
+            if getattr(numpy_result, name) is None:
+                continue
+            changes[name] = self._field(name, copy)
+        if copy:  # as numpy's copies: final_* rows of envs not done are zeros
+            done = changes["done"]
+            for name in FINALS:
+                if name in changes:
+                    changes[name] = self._blank(changes[name], done)
+        return dataclasses.replace(numpy_result, **changes)
+
+    def _blank(self, array: Any, done: Any) -> Any:
+        shape = tuple(done.shape) + (1,) * (array.ndim - 1)
+        if self.array_backend == "torch":
+            return array.masked_fill_(~done.reshape(shape), 0)
+        import jax.numpy as jnp
+
+        return jnp.where(done.reshape(shape), array, jnp.zeros((), array.dtype))
+
+    def _field(self, name: str, copy: bool) -> Any:
+        host = self.buffers.movers() if name == "acting" else getattr(self.buffers, name)
+        if self.array_backend == "torch":
+            if self.host:
+                return self.views[name].clone() if copy else self.views[name]
+            tensor = self.tensors[name]
+            tensor.copy_(self.views[name])  # host buffer -> preallocated device tensor, in place
+            return tensor.clone() if copy else tensor
+        jax = self.jax
+        if self.host and not copy:
+            return self.views[name]
+        return jax.device_put(host.copy() if self.host else host, self.device)
+
+    def to_host(self, actions: Any) -> Any:
+        """``actions`` (numpy, torch or JAX) as something `ActionWriter` reads: numpy. CPU tensors
+        and arrays without a copy; device ones once to the host."""
+        return host_array(actions)
+
+
+def host_array(value: Any) -> Any:
+    """A torch tensor or JAX array as numpy (CPU: zero-copy; a device: one copy to the host);
+    anything else as it is (a dict/tuple of them leaf by leaf).
+
+    Examples:
+        >>> import torch
+        >>> host_array(torch.arange(3)).tolist()
+        [0, 1, 2]
+    """
+    if isinstance(value, dict):
+        return {key: host_array(v) for key, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(host_array(v) for v in value)
+    module = type(value).__module__
+    if module.startswith("torch"):
+        tensor = value.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        return tensor.resolve_conj().resolve_neg().numpy()
+    if module.startswith("jax") or module.startswith("jaxlib"):
+        devices = value.devices() if hasattr(value, "devices") else set()
+        if all(getattr(d, "platform", "cpu") == "cpu" for d in devices):
+            return np.from_dlpack(value)
+        import jax
+
+        return np.from_dlpack(jax.device_put(value, jax.devices("cpu")[0]))
+    return value
+
+
+def torch_to_jax(tensor: Any) -> Any:
+    """A torch tensor as a JAX array over the same memory (DLPack, no copy)."""
+    import jax
+
+    return jax.dlpack.from_dlpack(tensor)
+
+
+def jax_to_torch(array: Any) -> Any:
+    """A JAX array as a torch tensor over the same memory (DLPack, no copy)."""
+    import torch
+
+    return torch.from_dlpack(array)
+
+
+def _jax_device(jax: Any, name: str) -> Any:
+    """``"cuda:1"`` / ``"gpu:0"`` / ``"tpu"`` -> that JAX device; the error names the ones there are."""
+    kind, _, index = name.partition(":")
+    platform = {"cuda": "gpu"}.get(kind, kind)
+    try:
+        return jax.devices(platform)[int(index or 0)]
+    except (RuntimeError, IndexError) as exc:
+        raise ValueError(f"device {name!r}: JAX has no such device; it has "
+                         f"{', '.join(str(d) for d in jax.devices())}") from exc
