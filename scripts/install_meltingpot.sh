@@ -14,16 +14,16 @@
 set -euo pipefail
 PY="$(command -v python || command -v python3)"
 say() { echo "install_meltingpot.sh: $*"; }
-if "$PY" -c "from importlib.metadata import version as v; assert v('dm-meltingpot') == '2.4.1'; import dmlab2d, reactivex, tensorflow, pandas" >/dev/null 2>&1; then
+if "$PY" -c "from importlib.metadata import version as v; assert v('dm-meltingpot') == '2.4.1'; import dmlab2d, reactivex, tensorflow, pandas, ml_collections, immutabledict, chex" >/dev/null 2>&1; then
     say "dm-meltingpot 2.4.1 already installed"; exit 0
 fi
 TMP="$("$PY" -c 'import tempfile; print(tempfile.gettempdir())')"
 ARCHIVE="$TMP/meltingpot-assets-2.3.0.tar.gz"
 say "empty assets archive at $ARCHIVE (substrates need no assets)"
 [ -s "$ARCHIVE" ] || { D="$(mktemp -d)"; mkdir -p "$D/assets"; tar czf "$ARCHIVE" -C "$D" assets; rm -rf "$D"; }
-say "dmlab2d 1.0.2, reactivex, pandas, tensorflow-cpu 2.21.0"
-"$PY" -m pip install -q dmlab2d==1.0.2 reactivex pandas tensorflow-cpu==2.21.0
+say "dmlab2d 1.0.2, reactivex, pandas, ml_collections, immutabledict, chex, tensorflow-cpu 2.21.0"
+"$PY" -m pip install -q dmlab2d==1.0.2 reactivex pandas ml_collections immutabledict chex tensorflow-cpu==2.21.0
 say "dm-meltingpot 2.4.1 (--no-deps: its other deps are the ones above; opencv is for bots only)"
 "$PY" -m pip install -q --no-deps dm-meltingpot==2.4.1
-"$PY" -c "from meltingpot import substrate; assert len(substrate.SUBSTRATES) == 49" 2>/dev/null
+"$PY" -c "from meltingpot import substrate; assert len(substrate.SUBSTRATES) == 49"
 say "done: from meltingpot import substrate works (49 substrates)"
