@@ -21,3 +21,15 @@ say "jaxmarl 0.2.0, gymnax 1.0.1 and flax without their declared dependencies (g
 "$PY" -m pip install -q --no-deps "jaxmarl==0.2.0" "gymnax==1.0.1" "flax>=0.10"
 "$PY" -c "import marl_vec.envs.jaxmarl.catalog as c; c.import_jaxmarl()"
 say "jaxmarl imports"
+# MABrax: brax 0.14.2's declared dependencies would move mujoco to 4.0 (we keep <3.6, which
+# gymnasium-robotics' MaMuJoCo uses) and bring flask, orbax, tensorstore, tensorboardX; the envs
+# import brax, mujoco.mjx (mujoco-mjx, same version as mujoco), trimesh and jaxopt.
+MJ="$("$PY" -c "import mujoco; print(mujoco.__version__)" 2>/dev/null || true)"
+if [ -n "$MJ" ]; then
+    say "brax 0.14.2 and mujoco-mjx $MJ without their declared dependencies (mujoco, jax, numpy not moved)"
+    "$PY" -m pip install -q --no-deps "brax==0.14.2" "mujoco-mjx==$MJ" "trimesh" "jaxopt"
+    "$PY" -c "import jaxmarl; jaxmarl.make('hopper_3x1')" >/dev/null
+    say "MABrax imports"
+else
+    say "no mujoco: MABrax (extra mabrax) left out"
+fi

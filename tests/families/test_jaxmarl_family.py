@@ -113,7 +113,6 @@ def test_modes_a_whole_block_cannot_serve_are_refused_with_the_reason(mode, mess
     ("jaxnav", "not served: its actions are continuous"),
     ("MPE_simple_facmac_v1", "FACMAC's scenarios fix action_type to Continuous"),
     ("no_such_env", "unknown JaxMARL env id 'no_such_env'; allowed: MPE_simple_v3"),
-    ("MPE_simple_world_comm_v3", "this family serves Discrete actions only"),
 ])
 def test_ids_not_served_fail_naming_why(env_id, message):
     with pytest.raises(ValueError, match=message):
@@ -123,3 +122,5 @@ def test_ids_not_served_fail_naming_why(env_id, message):
 def test_continuous_mpe_scenarios_are_served_with_discrete_actions():
     env = make_jaxmarl("MPE_simple_world_comm_v3", action_type="Discrete")
     assert env.spec.n_agents == 6 and env.spec.obs_padded and env.spec.actions_padded
+    boxed = make_jaxmarl("MPE_simple_world_comm_v3")  # its default: Box actions, padded per agent
+    assert not boxed.spec.discrete and boxed.spec.n_agents == 6

@@ -27,9 +27,13 @@ from typing import Any
 # stayed equal). Without them (or with --xla_cpu_max_isa=AVX, no FMA) the family and
 # JaxMARL used directly agree bit for bit. Set before JAX starts its backend; worker
 # processes inherit it.
+# brax's physics (MABrax) needs no FMA at all to agree bit for bit (measured: hopper_3x1
+# rewards one ulp apart at step 5 with the fusion emitters off alone): hence AVX as the top ISA.
 EXACT_FLAG = "--xla_cpu_use_fusion_emitters=false"
-if EXACT_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + EXACT_FLAG).strip()
+NO_FMA_FLAG = "--xla_cpu_max_isa=AVX"
+for _flag in (EXACT_FLAG, NO_FMA_FLAG):
+    if _flag not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
 
 def check_exact_flag() -> None:
@@ -59,6 +63,7 @@ class Reference:
         self.agents = list(env.agents)
         self.kind = type(model.view).__name__
         self.n_actions = model.spec.n_actions
+        self.action_dims = model.view.action_dims  # Box: each agent's size (actions come padded)
         self.split = jax.jit(jax.vmap(lambda k: jax.random.split(k)))
         self.keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
         self._reset = jax.jit(jax.vmap(env.reset))
@@ -107,7 +112,11 @@ class Reference:
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """One step of every env: (what follows it, JaxMARL's autoreset included; the true last views)."""
         sub = self._next_keys()
-        acts = {a: self.jax.numpy.asarray(actions[:, i]) for i, a in enumerate(self.agents)}
+        if self.action_dims is None:
+            acts = {a: self.jax.numpy.asarray(actions[:, i]) for i, a in enumerate(self.agents)}
+        else:
+            acts = {a: self.jax.numpy.asarray(actions[:, i, :d])
+                    for i, (a, d) in enumerate(zip(self.agents, self.action_dims))}
         (obs, state, rewards, dones, _), (obs_f, state_f, _, _, _) = self._step(sub, self.state, acts)
         self.state = state
         after = self._arrays(obs, state)
@@ -144,7 +153,10 @@ def compare(env_id: str, kwargs: dict, steps: int, backend: str, seed: int = 7) 
         expected = ref.reset()
         same_views(r, expected, env_id, "reset")
         for t in range(steps):
-            actions = random_available(rng, expected.get("avail_actions", r.avail_actions))
+            if model.view.action_dims is None:
+                actions = random_available(rng, expected.get("avail_actions", r.avail_actions))
+            else:  # Box: uniform in [-1, 1] (MPE's and MABrax's bounds), padding included
+                actions = rng.uniform(-1, 1, (n_envs, model.spec.n_agents, *model.spec.action_shape)).astype(np.float32)
             r = venv.step(actions)
             after, final = ref.step(actions)
             where = f"{env_id} step {t}"

@@ -7,8 +7,8 @@ One idea: the catalogue. Our ids are ``jaxmarl.make`` ids as they are
 ``jax_mpe/<scenario>`` (``jax_mpe/simple_spread`` is ``MPE_simple_spread_v3``).
 
 Served: every registered env whose observations come as one array per agent
-and whose actions are Discrete (checked when the env is made, so an MPE
-scenario made with ``action_type="Continuous"`` is refused with the reason).
+and whose actions are Discrete or Box (continuous MPE with
+``action_type="Continuous"``, MABrax, which needs ``brax``: extra ``mabrax``).
 `LEFT_OUT` lists the registered ids that are not, each with its reason.
 
 May import: jaxmarl (lazily, via ``require``), ``marl_vec.envs.extras``.
@@ -42,16 +42,19 @@ MPE_IDS = {
     "simple_facmac_6a": "MPE_simple_facmac_6a_v1", "simple_facmac_9a": "MPE_simple_facmac_9a_v1",
 }
 
+# MABrax (extra ``mabrax``: brax): Box actions per agent, padded to the largest agent's.
+MABRAX = ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3")
+
 # Registered ids that are served (with Discrete actions; the MPE one marked * has
 # continuous actions by default and is served with action_type="Discrete").
 SERVED = (
     "MPE_simple_v3", "MPE_simple_tag_v3", "MPE_simple_spread_v3", "MPE_simple_crypto_v3",
     "MPE_simple_speaker_listener_v4", "MPE_simple_push_v3", "MPE_simple_adversary_v3", "MPE_simple_reference_v3",
     "MPE_simple_world_comm_v3*", "SMAX", "HeuristicEnemySMAX", "hanabi", "overcooked", "overcooked_v2",
-    "coin_game", "switch_riddle",
+    "coin_game", "switch_riddle", *MABRAX,
 )
 
-_CONTINUOUS = "its actions are continuous (Box); this family serves Discrete actions only"
+_CONTINUOUS = "its actions are continuous (Box) and it is not yet checked against JaxMARL by hand"
 _NOT_PER_AGENT = ("its reset and step return one observation array for all agents (not a dict per agent), "
                   "and its step does not run with actions as a dict keyed by agent (jaxmarl 0.2.0)")
 LEFT_OUT = {
@@ -62,11 +65,6 @@ LEFT_OUT = {
     "jaxnav": _CONTINUOUS,
     **{f"MPE_simple_facmac{size}_v1": _CONTINUOUS + " (FACMAC's scenarios fix action_type to Continuous)"
        for size in ("", "_3a", "_6a", "_9a")},
-    "ant_4x2": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
-    "halfcheetah_6x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
-    "hopper_3x1": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
-    "humanoid_9|8": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
-    "walker2d_2x3": "MABrax: needs brax (not installed by the extra) and " + _CONTINUOUS,
     **{f"JaxRobotarium_{name}": "needs the jaxrobotarium package, which is not on PyPI"
        for name in ("navigation", "discovery", "material_transport", "warehouse", "arctic_transport",
                     "foraging", "rware", "predator_prey")},
@@ -91,6 +89,11 @@ def resolve(env_id: str) -> tuple[str, dict[str, Any]]:
     if env_id not in served:
         raise ValueError(f"unknown JaxMARL env id {env_id!r}; allowed: {', '.join(served)}, smax/<map> "
                          f"(maps: {', '.join(SMAX_MAPS)}) or jax_mpe/<scenario> ({', '.join(MPE_IDS)})")
+    if env_id in MABRAX:
+        # brax's own autoreset would replace the last observation of an episode by the reset one;
+        # JaxMARL's step resets instead, and the engine keeps the true last views.
+        require("brax", "mabrax", "MABrax envs")
+        return env_id, {"auto_reset": False}
     return env_id, {}
 
 

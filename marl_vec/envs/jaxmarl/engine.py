@@ -50,7 +50,7 @@ from marl_vec.envs.extras import require
 from marl_vec.envs.jaxmarl.catalog import make_native, resolve
 from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
 from marl_vec.envs.jaxmarl.views import View, view_class
-from marl_vec.core.spec import DiscreteAction, EnvSpec
+from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec
 
 @dataclasses.dataclass(frozen=True)
 class Model:
@@ -73,6 +73,30 @@ def _n_actions(space: Any, make_id: str, agent: str) -> int:
     return int(n)
 
 
+def _box_action(spaces: list[Any], make_id: str) -> tuple[ContinuousAction, list[int]]:
+    """Box actions per agent: flat ones, padded to the largest agent's (padding ignored)."""
+    sizes = []
+    for agent, space in spaces:
+        shape = tuple(getattr(space, "shape", ()) or ())
+        if len(shape) != 1:
+            raise ValueError(f"JaxMARL env {make_id!r}: agent {agent!r} has Box actions of shape {shape}; "
+                             "only flat ones (one axis) are served")
+        sizes.append(shape[0])
+    width = max(sizes)
+    low = np.full((len(sizes), width), -np.inf, dtype=np.float64)
+    high = np.full((len(sizes), width), np.inf, dtype=np.float64)
+    for a, ((_, space), size) in enumerate(zip(spaces, sizes)):
+        low[a, :size] = np.broadcast_to(np.asarray(space.low, dtype=np.float64), (size,))
+        high[a, :size] = np.broadcast_to(np.asarray(space.high, dtype=np.float64), (size,))
+    if len(set(sizes)) == 1 and (low == low[0]).all() and (high == high[0]).all():
+        return ContinuousAction((width,), low[0].astype(np.float32), high[0].astype(np.float32)), sizes
+    return ContinuousAction((width,), low, high, np.dtype(np.float32), agent_shapes=tuple((s,) for s in sizes)), sizes
+
+
+def _is_box(space: Any) -> bool:
+    return type(space).__name__ == "Box"
+
+
 _MODELS: dict[tuple[str, str], Model] = {}
 
 
@@ -88,21 +112,30 @@ def _model(env_id: str, given: dict[str, Any]) -> Model:
     agents = list(env.agents)
     shapes = [tuple(obs[a].shape) for a in agents]
     dtype = np.result_type(*[np.dtype(obs[a].dtype) for a in agents])
-    n_actions = [_n_actions(env.action_space(a), make_id, str(a)) for a in agents]
-    view = view_class(make_id)(env, shapes, dtype, n_actions)
+    spaces = [(str(a), env.action_space(a)) for a in agents]
+    if any(_is_box(space) for _, space in spaces):
+        if not all(_is_box(space) for _, space in spaces):
+            raise ValueError(f"JaxMARL env {make_id!r} mixes Box and Discrete actions across agents; not served")
+        action, action_dims = _box_action(spaces, make_id)
+        n_actions: list[int] = []
+    else:
+        n_actions = [_n_actions(space, make_id, agent) for agent, space in spaces]
+        action_dims = None
+        action = DiscreteAction(max(n_actions), dtype=np.dtype(np.int32))
+    view = view_class(make_id)(env, shapes, dtype, n_actions, action_dims)
     size = len(agents) * int(np.prod(view.obs_shape))
     state_shape = tuple(obs["world_state"].shape) if view.has_state else (size,)
-    limit = getattr(env, "max_steps", None)
+    limit = getattr(env, "max_steps", getattr(env, "episode_length", None))
     spec = EnvSpec(
         agents=tuple(str(a) for a in agents),
         obs_shape=view.obs_shape,
         obs_dtype=view.obs_dtype,
         state_shape=state_shape,
         state_dtype=np.dtype(np.float32) if view.has_state else view.obs_dtype,
-        action=DiscreteAction(max(n_actions), dtype=np.dtype(np.int32)),
+        action=action,
         episode_limit=None if limit is None else int(limit),
         obs_padded=view.obs_padded,
-        actions_padded=len(set(n_actions)) > 1,
+        actions_padded=(len(set(action_dims)) > 1) if action_dims else len(set(n_actions)) > 1,
         stats=view.stats,
         state_is_obs=not view.has_state,
     )
@@ -142,14 +175,15 @@ class JaxBlock:
         view = model.view
         # The fields this batch keeps: the state only where it is the env's own.
         self.write_state = view.has_state and not spec.state_is_obs and spec.has_state and block.state is not None
-        fixed_avail = view.fixed_avail()
+        fixed_avail = view.fixed_avail() if view.action_dims is None else None
         for row in self.rows:
             if not view.has_avail and row.avail_actions is not None:
                 row.avail_actions[...] = fixed_avail
             if not view.has_mask:
                 row.agent_mask[...] = True
         self._actions = block.actions
-        self._action_buffer = np.zeros(block.actions.shape, dtype=np.int32)
+        self._action_buffer = np.zeros(block.actions.shape,
+                                       dtype=np.int32 if view.action_dims is None else np.float32)
 
     # -- reset ------------------------------------------------------------------
 

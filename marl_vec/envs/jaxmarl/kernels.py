@@ -91,7 +91,18 @@ class Kernels:
 
 
 def _actions_dict(view: View, actions: Any) -> dict[str, Any]:
-    return {agent: actions[a] for a, agent in enumerate(view.agents)}
+    return view.actions_dict(actions)
+
+
+def _action_struct(view: View, lead: tuple[int, ...]) -> Any:
+    """Discrete: int32 ``(*lead, A)``; Box: float32 ``(*lead, A, width)``."""
+    import jax
+    import jax.numpy as jnp
+
+    n_agents = len(view.agents)
+    if view.action_dims is None:
+        return jax.ShapeDtypeStruct((*lead, n_agents), jnp.int32)
+    return jax.ShapeDtypeStruct((*lead, n_agents, max(view.action_dims)), jnp.float32)
 
 
 def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels:
@@ -100,13 +111,12 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
     import jax.numpy as jnp
 
     env = view.env
-    n_agents = len(view.agents)
     cache = use_persistent_cache()
     stream = sys.stderr if stream is None else stream
 
     # Step's state types, from one abstract step of an abstract reset.
     key_struct = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    act_struct = jax.ShapeDtypeStruct((n_agents,), jnp.int32)
+    act_struct = _action_struct(view, ())
     _, reset_state = jax.eval_shape(env.reset, key_struct)
     step_state = jax.eval_shape(lambda key, s, a: env.step_env(key, s, _actions_dict(view, a))[1],
                                 key_struct, reset_state, act_struct)
@@ -141,7 +151,7 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
 
     batched_state = jax.tree.map(lambda s: jax.ShapeDtypeStruct((k, *s.shape), s.dtype), step_state)
     keys = jax.ShapeDtypeStruct((k, 2), jnp.uint32)
-    actions = jax.ShapeDtypeStruct((k, n_agents), jnp.int32)
+    actions = _action_struct(view, (k,))
     flags = jax.ShapeDtypeStruct((k,), jnp.bool_)
     where = f" (persistent cache: {cache})" if cache else ""
     print(f"marl_vec: compiling the JaxMARL step and reset of {label} for {k} envs; 5-20 s the first time, "

@@ -46,7 +46,9 @@ class View:
         env: the ``jaxmarl.make`` env.
         obs_shapes: each agent's observation shape, in ``env.agents`` order.
         obs_dtype: the common observation dtype.
-        n_actions: each agent's number of Discrete actions.
+        n_actions: each agent's number of Discrete actions (empty for Box actions).
+        action_dims: each agent's Box action size (None for Discrete actions); actions come
+            padded to the largest and each agent gets its own first ``action_dims[a]``.
     """
 
     has_state = False  # a world state of its own (else: the observations concatenated)
@@ -54,8 +56,10 @@ class View:
     has_mask = False  # agents die (else: every agent always acts)
     stats: tuple[str, ...] = ()
 
-    def __init__(self, env: Any, obs_shapes: list[tuple[int, ...]], obs_dtype: np.dtype, n_actions: list[int]):
+    def __init__(self, env: Any, obs_shapes: list[tuple[int, ...]], obs_dtype: np.dtype, n_actions: list[int],
+                 action_dims: list[int] | None = None):
         self.env = env
+        self.action_dims = action_dims
         self.agents = list(env.agents)
         self.obs_shapes = obs_shapes
         self.obs_dtype = np.dtype(obs_dtype)
@@ -69,6 +73,12 @@ class View:
         self.max_steps = getattr(env, "max_steps", None)
 
     # -- what the engine traces ---------------------------------------------------
+
+    def actions_dict(self, actions: Any) -> dict[str, Any]:
+        """``actions (A,)`` ints or ``(A, width)`` floats -> JaxMARL's dict (Box: each agent's own part)."""
+        if self.action_dims is None:
+            return {agent: actions[a] for a, agent in enumerate(self.agents)}
+        return {agent: actions[a, :dim] for a, (agent, dim) in enumerate(zip(self.agents, self.action_dims))}
 
     def outputs(self, obs: dict[str, Any], state: Any) -> tuple[Any, Any, Any, Any]:
         """``(obs (A, *obs_shape), world_state or None, avail (A, n) bool or None, mask (A,) or None)``."""
@@ -189,8 +199,17 @@ class SmaxView(View):
         return jnp.stack([won, dead_allies, dead_enemies]).astype(jnp.float32)
 
 
+class MabraxView(View):
+    """MABrax: brax's EpisodeWrapper marks a cut episode in ``state.info["truncation"]``."""
+
+    def time_limit(self, state: Any) -> Any:
+        return state.info["truncation"] > 0
+
+
 def view_class(env_id: str) -> type[View]:
     """The view of a served ``jaxmarl.make`` id."""
+    if env_id in ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3"):
+        return MabraxView
     if env_id in ("SMAX", "HeuristicEnemySMAX"):
         return SmaxView
     if env_id == "hanabi":
