@@ -382,8 +382,8 @@ class EnvSpec:
             "obs_shape": int(np.prod(self.obs_shape)),
             "state_shape": int(np.prod(self.state_shape)),
             "n_actions": n_actions,
-            "episode_limit": self.episode_limit,
             **({"action_names": list(self.action_names)} if self.action_names is not None else {}),
+            "episode_limit": self.episode_limit,
         }
 
     def describe(self) -> str:
