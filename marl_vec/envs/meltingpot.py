@@ -43,7 +43,7 @@ Examples:
     >>> env.spec.agents[:2], env.spec.n_actions, env.spec.episode_limit
     (('player_0', 'player_1'), 8, 5000)
     >>> sorted(env.spec.obs_space.spaces), env.spec.action_names[:3]
-    (['COLLECTIVE_REWARD', 'READY_TO_SHOOT', 'RGB'], ('NOOP', 'FORWARD', 'STEP_RIGHT'))
+    (['COLLECTIVE_REWARD', 'READY_TO_SHOOT', 'RGB'], ('NOOP', 'FORWARD', 'BACKWARD'))
 """
 
 from __future__ import annotations

@@ -129,3 +129,17 @@ def test_a_missing_library_names_the_extra_and_the_script():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.startswith("MissingExtraError"), out.stdout + out.stderr
     assert "pip install 'marl_vec[meltingpot]' and then: bash scripts/install_meltingpot.sh" in out.stdout
+
+
+def test_marl_vec_render_makes_a_gif_of_the_worlds(tmp_path):
+    pytest.importorskip("PIL", reason="the pictures extra is not installed")
+    from PIL import Image
+
+    from marl_vec.tools.cli import main
+
+    out = tmp_path / "kitchen.gif"
+    assert main(["render", "meltingpot/collaborative_cooking__asymmetric", "-o", "vec.num_envs=2",
+                 "-o", "vec.backend=dummy", "--steps", "3", "--out", str(out), "--no-progress"]) == 0
+    with Image.open(out) as gif:
+        assert gif.n_frames == 4  # the reset and 3 steps
+        assert gif.size[0] > 2 * 40  # two tiles of the world, each larger than a player's 40x40 view

@@ -1,0 +1,138 @@
+"""Melting Pot: SubprocVecEnv against a plain loop, env-steps/s, their ratio, the load; and PSS against num_envs.
+
+- plain: ``--num-envs`` substrates from ``substrate.build(name, roles=default_player_roles)``
+  stepped one after another in this process with the same random actions, reset at each
+  episode's end: what a trainer without marl_vec writes (it reads the timesteps, copies nothing);
+- subproc: ``SubprocVecEnv`` over the ``meltingpot`` family with ``--workers`` processes
+  (each builds its substrates itself; results in shared memory, ``copy=True``, the default).
+
+Rounds are interleaved (``--rounds`` of ``--seconds`` each, after a warm-up); the median
+env-steps/s of each, each round's values, the ratio's spread and the load average before
+and after are printed. Then the memory of the whole process tree (PSS, from /proc) of a
+SubprocVecEnv of ``--workers`` processes for each of ``--pss-envs``: each Lab2d instance
+holds its own world.
+
+    python scripts/benchmark_meltingpot.py                 # commons_harvest__open and clean_up, x8, 2 workers
+    python scripts/benchmark_meltingpot.py --subs clean_up --num-envs 16 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+import marl_vec as mv
+from marl_vec.envs.meltingpot import import_substrate
+from marl_vec.envs.registry import make_env_fn
+from marl_vec.tools.tree_usage import memory, tree_pids
+
+
+def action_pool(n_actions: int, n_envs: int, n_agents: int, pool: int = 16) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.integers(n_actions, size=(n_envs, n_agents)) for _ in range(pool)]
+
+
+def plain(name: str, n_envs: int, pool: list[np.ndarray]) -> tuple[Callable[[int], None], Callable[[], None]]:
+    substrate = import_substrate()
+    roles = substrate.get_config(name).default_player_roles
+    envs = []
+    for i in range(n_envs):
+        random.seed(i)
+        envs.append(substrate.build(name, roles=roles))
+        envs[-1].reset()
+
+    def run(n: int) -> None:
+        for t in range(n):
+            batch = pool[t % len(pool)]
+            for i, env in enumerate(envs):
+                timestep = env.step(batch[i].tolist())
+                if timestep.last():
+                    env.reset()
+
+    return run, lambda: [env.close() for env in envs]
+
+
+def subproc(name: str, n_envs: int, workers: int) -> tuple[Callable[[int], None], Callable[[], None], list]:
+    venv = mv.SubprocVecEnv([make_env_fn("meltingpot", name)] * n_envs, num_workers=workers, env_seed=0)
+    venv.reset()
+    pool = action_pool(venv.spec.n_actions, n_envs, venv.spec.n_agents)
+
+    def run(n: int) -> None:
+        for t in range(n):
+            r = venv.step(pool[t % len(pool)])
+            r.obs, r.reward, r.done  # noqa: B018 (read, as a trainer would)
+
+    return run, venv.close, pool
+
+
+def rate(run: Callable[[int], None], n_envs: int, seconds: float) -> float:
+    steps, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        run(10)
+        steps += 10
+    return steps * n_envs / (time.perf_counter() - started)
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def speed(name: str, args: argparse.Namespace) -> None:
+    load_before = load()
+    run_sub, close_sub, pool = subproc(name, args.num_envs, args.workers)
+    run_plain, close_plain = plain(name, args.num_envs, pool)
+    run_sub(5), run_plain(5)  # warm-up
+    rows = []
+    for _ in range(args.rounds):
+        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds)))
+    close_sub(), close_plain()
+    ratios = [s / p for p, s in rows]
+    p_med, s_med = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    print(f"{name} x{args.num_envs}, {args.workers} workers, {args.rounds} rounds of {args.seconds:g} s, "
+          f"{os.cpu_count()} CPUs")
+    for k, (p, s) in enumerate(rows):
+        print(f"  round {k}: plain {p:7.0f} env-steps/s   subproc {s:7.0f} env-steps/s   ratio {s / p:.2f}x")
+    print(f"  median: plain {p_med:.0f}, subproc {s_med:.0f} env-steps/s; ratio {s_med / p_med:.2f}x "
+          f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x); load average before {load_before}, after {load()}")
+
+
+def pss(name: str, args: argparse.Namespace) -> None:
+    base, kind = memory(tree_pids())
+    print(f"{name}: {kind} of the process tree, SubprocVecEnv of {args.workers} workers (this process alone: "
+          f"{base / 2**20:.0f} MB)")
+    for n in args.pss_envs:
+        with mv.SubprocVecEnv([make_env_fn("meltingpot", name)] * n, num_workers=args.workers, env_seed=0) as venv:
+            venv.reset()
+            pool = action_pool(venv.spec.n_actions, n, venv.spec.n_agents)
+            for t in range(20):
+                venv.step(pool[t % len(pool)])
+            size, _ = memory(tree_pids())
+            print(f"  num_envs {n:3d}: {size / 2**20:6.0f} MB ({(size - base) / 2**20 / n:5.1f} MB per env "
+                  f"beyond this process)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subs", nargs="+", default=["commons_harvest__open", "clean_up"])
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--pss-envs", type=int, nargs="*", default=[2, 8, 16])
+    args = parser.parse_args()
+    started = time.perf_counter()
+    for name in args.subs:
+        speed(name, args)
+    if args.pss_envs:
+        pss(args.subs[0], args)
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
