@@ -60,7 +60,8 @@ def test_spec_follows_the_substrate_config():
 def test_user_roles_and_bad_options_are_named():
     env = make_env("meltingpot", "bach_or_stravinsky_in_the_matrix__repeated", roles=["bach_fan", "bach_fan"])
     assert env.roles == ("bach_fan", "bach_fan") and env.spec.n_agents == 2
-    allowed = r"its roles \['bach_fan', 'default', 'stravinsky_fan'\] \(one per player; default \['bach_fan', 'stravinsky_fan'\]\)"
+    allowed = (r"its roles \['bach_fan', 'default', 'stravinsky_fan'\] "
+               r"\(one per player; default \['bach_fan', 'stravinsky_fan'\]\)")
     with pytest.raises(ValueError, match=r"roles must be a non-empty list of " + allowed + r", not \['mozart_fan'\]"):
         make_env("meltingpot", "bach_or_stravinsky_in_the_matrix__repeated", roles=["mozart_fan"])
     with pytest.raises(ValueError, match="max_episode_steps must be an int >= 1, not 0"):
