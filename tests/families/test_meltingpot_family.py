@@ -71,18 +71,22 @@ def test_user_roles_and_bad_options_are_named():
 
 
 def test_rows_state_modes_render_and_collective_reward_are_the_substrates_own():
-    fn = make_env_fn("meltingpot", "commons_harvest__open", {"max_episode_steps": 3})
+    name = "prisoners_dilemma_in_the_matrix__repeated"  # 2 players; RGB, READY_TO_SHOOT, INVENTORY, ...
+    fn = make_env_fn("meltingpot", name, {"max_episode_steps": 3})
     with mv.DummyVecEnv([fn, fn], env_seed=0, state="env") as venv:
         adapters = venv.group.adapters
+        keys = tuple(venv.spec.obs_space.spaces)
+        assert {"RGB", "READY_TO_SHOOT", "COLLECTIVE_REWARD", "INVENTORY", "INTERACTION_INVENTORIES"} == set(keys)
         r = venv.reset()
-        assert r.state.shape == (2, 144, 192, 3) and r.state.dtype == np.uint8
+        world = adapters[0].timestep.observation[0]["WORLD.RGB"]
+        assert r.state.shape == (2, *world.shape) and r.state.dtype == np.uint8
         for t in range(3):
-            r = venv.step(np.full((2, 7), t + 1))
+            r = venv.step(np.full((2, 2), t + 1))
             for i, adapter in enumerate(adapters):
                 if r.done[i]:
                     continue
                 players = adapter.timestep.observation
-                for key in ("RGB", "READY_TO_SHOOT", "COLLECTIVE_REWARD"):
+                for key in keys:
                     assert np.array_equal(r.obs[key][i], np.stack([p[key] for p in players])), key
                 assert np.array_equal(r.state[i], players[0]["WORLD.RGB"])
                 assert np.array_equal(r.reward[i], np.asarray(adapter.timestep.reward, np.float32))
@@ -90,11 +94,12 @@ def test_rows_state_modes_render_and_collective_reward_are_the_substrates_own():
         assert r.done.all() and r.truncated.all() and not r.terminated.any()  # the frame limit: a time limit
         frames = venv.render()
         assert np.array_equal(frames[0], adapters[0].timestep.observation[0]["WORLD.RGB"])
-    with mv.DummyVecEnv([fn], state="none") as venv:
+    cheap = make_env_fn("meltingpot", CHEAP)
+    with mv.DummyVecEnv([cheap], state="none") as venv:
         assert venv.reset().state is None and not venv.spec.has_state
-    with mv.DummyVecEnv([fn], state="concat") as venv:
+    with mv.DummyVecEnv([cheap], state="concat") as venv:
         r = venv.reset()
-        assert r.state["RGB"].shape == (1, 7 * 88 * 88 * 3)
+        assert r.state["RGB"].shape == (1, 2 * 40 * 40 * 3)
         assert np.array_equal(r.state["RGB"][0], r.obs["RGB"][0].reshape(-1))
 
 
