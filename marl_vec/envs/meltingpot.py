@@ -29,9 +29,9 @@ Conventions (docs/families/meltingpot.md):
   ``random``. ``reset(seed=s)`` builds the substrate afresh with ``random`` seeded
   by ``s`` (and puts ``random``'s state back), as ``random.seed(s);
   substrate.build(...)`` does. An unseeded reset is the substrate's own reset (it
-  rebuilds the world with its next seed). Some substrates are not reproducible from
-  their seed at all (see the family page): their Lua iterates over tables in an
-  order that depends on memory addresses.
+  rebuilds the world with its next seed). Substrates are not reproducible from their
+  seed at all (see the family page): with the same Lab2d seed and settings, the engine
+  builds different worlds from one build to the next.
 - ``render()`` is ``WORLD.RGB`` of the last step.
 
 ``import meltingpot`` imports the bots and so tensorflow (1.3 GB, ~9 s per

@@ -1,9 +1,8 @@
 """Melting Pot references: what the real substrate returned, recorded where it ran.
 
 Melting Pot substrates are not reproducible from their seed (two builds with the same
-Lab2d seed give different worlds for 48 of the 49 substrates, in one process or in
-two: their Lua iterates over tables keyed by objects, in an order set by memory
-addresses; see docs/families/meltingpot.md). So the batch cannot be compared with a
+Lab2d seed and settings gave different worlds for 48 of the 49 substrates, in one process
+or in two; see docs/families/meltingpot.md). So the batch cannot be compared with a
 second, independent plain loop. Instead each env of the batch is the family's adapter
 with a log (`Recorder`): in its own worker it keeps a digest of every timestep its
 real substrate returned and the Lab2d seed of every world it built. The tests compare
