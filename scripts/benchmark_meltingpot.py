@@ -32,7 +32,7 @@ import numpy as np
 import marl_vec as mv
 from marl_vec.envs.meltingpot import import_substrate
 from marl_vec.envs.registry import make_env_fn
-from marl_vec.tools.tree_usage import memory, tree_pids
+from marl_vec.tools.tree_usage import cpu_seconds, memory, tree_pids
 
 
 def action_pool(n_actions: int, n_envs: int, n_agents: int, pool: int = 16) -> list[np.ndarray]:
@@ -74,12 +74,16 @@ def subproc(name: str, n_envs: int, workers: int,
     return run, venv.close, pool
 
 
-def rate(run: Callable[[int], None], n_envs: int, seconds: float) -> float:
-    steps, started = 0, time.perf_counter()
+def rate(run: Callable[[int], None], n_envs: int, seconds: float) -> tuple[float, float]:
+    """Env-steps/s of ``run``, and the CPU time of the whole process tree per env-step (µs):
+    the second does not depend on how busy the machine is."""
+    pids = tree_pids()
+    steps, cpu, started = 0, cpu_seconds(pids), time.perf_counter()
     while time.perf_counter() - started < seconds:
         run(10)
         steps += 10
-    return steps * n_envs / (time.perf_counter() - started)
+    wall, cpu = time.perf_counter() - started, cpu_seconds(pids) - cpu
+    return steps * n_envs / wall, cpu / (steps * n_envs) * 1e6
 
 
 def load() -> str:
@@ -92,10 +96,11 @@ def speed(name: str, args: argparse.Namespace) -> None:
     run_view, close_view, _ = subproc(name, args.num_envs, args.workers, copy=False)
     run_plain, close_plain = plain(name, args.num_envs, pool)
     run_sub(5), run_view(5), run_plain(5)  # warm-up
-    rows = []
+    rows, cpus = [], []
     for _ in range(args.rounds):
-        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds),
-                     rate(run_view, args.num_envs, args.seconds)))
+        measured = [rate(run, args.num_envs, args.seconds) for run in (run_plain, run_sub, run_view)]
+        rows.append(tuple(m[0] for m in measured))
+        cpus.append(tuple(m[1] for m in measured))
     close_sub(), close_view(), close_plain()
     print(f"{name} x{args.num_envs}, {args.workers} workers, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs")
@@ -103,10 +108,15 @@ def speed(name: str, args: argparse.Namespace) -> None:
         print(f"  round {k}: plain {p:7.0f}   subproc {s:7.0f} ({s / p:.2f}x)   subproc copy=False {v:7.0f} "
               f"({v / p:.2f}x) env-steps/s")
     med = [statistics.median(r[c] for r in rows) for c in range(3)]
+    cpu = [statistics.median(r[c] for r in cpus) for c in range(3)]
     for label, c in (("subproc", 1), ("subproc copy=False", 2)):
         ratios = [r[c] / r[0] for r in rows]
         print(f"  median {label}: {med[c]:.0f} env-steps/s against plain {med[0]:.0f}: {med[c] / med[0]:.2f}x "
               f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)")
+    # On W idle cores the workers could at best run W times the plain loop's rate, less the extra CPU they spend.
+    print(f"  CPU time of the process tree per env-step: plain {cpu[0]:.0f} us, subproc {cpu[1]:.0f} us "
+          f"({cpu[1] / cpu[0]:.2f}x), copy=False {cpu[2]:.0f} us ({cpu[2] / cpu[0]:.2f}x); on {args.workers} idle "
+          f"cores at best {args.workers * cpu[0] / cpu[1]:.2f}x and {args.workers * cpu[0] / cpu[2]:.2f}x")
     print(f"  load average before {load_before}, after {load()}")
 
 
