@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# Installs DeepMind's Melting Pot (dm-meltingpot 2.4.1 on dmlab2d 1.0.2) into the ACTIVE Python
-# environment, offline from the registries only (issue 36). One line per step; idempotent.
+# Installs DeepMind's Melting Pot substrates (dm-meltingpot 2.4.1 on dmlab2d 1.0.2) into the
+# ACTIVE Python environment, offline from the registries only (issue 36). One line per step;
+# idempotent (returns at once when dm-meltingpot 2.4.1 is installed and its substrates import).
+#
+#   python3 -m venv .venv && . .venv/bin/activate
+#   pip install -e ".[meltingpot]" && bash scripts/install_meltingpot.sh
 #
 # dm-meltingpot's sdist downloads an assets archive (the bots' saved models) at build time from
 # outside the registries; its setup.py skips that when <tempdir>/meltingpot-assets-2.3.0.tar.gz
 # exists. An empty archive holding an assets/ folder lets it build; substrates need no assets,
 # scenarios (substrate + bots) do and cannot run here.
-# `import meltingpot` imports tensorflow (meltingpot/__init__ -> bot -> saved_model_policy), so
-# tensorflow-cpu is installed too: 2.21.0 moves none of numpy 2.4.6 / protobuf 7.36.2 / ml_dtypes
-# (checked with pip --dry-run on the main venv). Measured on the main venv, warm pip cache:
-# 3 s (dmlab2d + dm-meltingpot + reactivex), 34 s (tensorflow-cpu + pandas); tensorflow is 1.3 GB.
-# `from meltingpot import substrate` then takes about 9 s (tensorflow's import).
+# --no-deps: the substrates' own needs (dmlab2d, reactivex, chex, dm-env, dm-tree, immutabledict,
+# ml-collections, networkx) come with the `meltingpot` extra; its other declared needs are for
+# bots, evaluation videos and human play: tensorflow (1.3 GB), opencv-python, pandas, pygame-ce.
+# marl_vec imports meltingpot's substrate modules without the package's __init__ (which imports
+# the bots and so tensorflow): see marl_vec/envs/meltingpot.py.
+# Measured on the main venv (2 cores, warm pip cache): about 4 s.
 set -euo pipefail
 PY="$(command -v python || command -v python3)"
-say() { echo "install_meltingpot.sh: $*"; }
-if "$PY" -c "from importlib.metadata import version as v; assert v('dm-meltingpot') == '2.4.1'; import dmlab2d, reactivex, tensorflow, pandas, ml_collections, immutabledict, chex" >/dev/null 2>&1; then
-    say "dm-meltingpot 2.4.1 already installed"; exit 0
+START=$SECONDS
+say() { echo "install_meltingpot.sh: $* ($((SECONDS - START)) s so far)"; }
+CHECK="from importlib.metadata import version as v; assert v('dm-meltingpot') == '2.4.1'
+import importlib.util, sys  # the substrates without meltingpot/__init__.py (bots, tensorflow), as marl_vec does
+sys.modules['meltingpot'] = importlib.util.module_from_spec(importlib.util.find_spec('meltingpot'))
+from meltingpot import substrate; assert len(substrate.SUBSTRATES) == 49"
+if "$PY" -c "$CHECK" >/dev/null 2>&1; then
+    say "dm-meltingpot 2.4.1 is installed and its 49 substrates import: nothing to do"; exit 0
 fi
+say "the substrates' own needs: dmlab2d 1.0.2, reactivex, chex, dm-env, dm-tree, immutabledict, ml-collections, networkx"
+"$PY" -m pip install -q dmlab2d==1.0.2 reactivex chex dm-env dm-tree immutabledict ml-collections networkx absl-py
 TMP="$("$PY" -c 'import tempfile; print(tempfile.gettempdir())')"
 ARCHIVE="$TMP/meltingpot-assets-2.3.0.tar.gz"
-say "empty assets archive at $ARCHIVE (substrates need no assets)"
+say "an empty assets archive at $ARCHIVE (the bots' models are not on the registries; substrates need none)"
 [ -s "$ARCHIVE" ] || { D="$(mktemp -d)"; mkdir -p "$D/assets"; tar czf "$ARCHIVE" -C "$D" assets; rm -rf "$D"; }
-say "dmlab2d 1.0.2, reactivex, pandas, ml_collections, immutabledict, chex, tensorflow-cpu 2.21.0"
-"$PY" -m pip install -q dmlab2d==1.0.2 reactivex pandas ml_collections immutabledict chex tensorflow-cpu==2.21.0
-say "dm-meltingpot 2.4.1 (--no-deps: its other deps are the ones above; opencv is for bots only)"
+say "dm-meltingpot 2.4.1 (--no-deps: tensorflow, opencv, pandas and pygame-ce serve bots and videos only)"
 "$PY" -m pip install -q --no-deps dm-meltingpot==2.4.1
-"$PY" -c "from meltingpot import substrate; assert len(substrate.SUBSTRATES) == 49"
-say "done: from meltingpot import substrate works (49 substrates)"
+"$PY" -c "$CHECK"
+say "done: the 49 substrates import"

@@ -254,6 +254,8 @@ class EnvSpec:
             step, ``StepResult.acting`` marks it and only its action is read. False for
             simultaneous-move envs, whose ``acting`` equals ``agent_mask``.
         env_name: the env's name where the family knows one (for error messages).
+        action_names: discrete actions' names, in action order, where the family knows them
+            (Melting Pot's FORWARD, TURN_LEFT, FIRE_ZAP, ...); ``env_info()`` then has them too.
     """
 
     agents: tuple[str, ...]
@@ -278,6 +280,7 @@ class EnvSpec:
     has_state: bool = True
     turn_based: bool = False
     env_name: str | None = field(default=None, compare=False)
+    action_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))
@@ -305,6 +308,11 @@ class EnvSpec:
             raise ValueError("state_is_obs needs a state of the observations' dtype and of n_agents times their size")
         if not self.has_state and (self.state_shape != (0,) or self.state_is_obs):
             raise ValueError("a spec without state (has_state=False) has state_shape (0,) and state_is_obs False")
+        if self.action_names is not None:
+            object.__setattr__(self, "action_names", tuple(str(n) for n in self.action_names))
+            if not self.action.discrete or len(self.action_names) != self.action.n_actions:
+                raise ValueError(f"action_names needs one name per discrete action; got {len(self.action_names)} "
+                                 f"names for {self.action}")
         if len(set(self.agents)) != len(self.agents):
             raise ValueError(f"EnvSpec agent ids must be unique, got {self.agents}")
 
@@ -374,6 +382,7 @@ class EnvSpec:
             "obs_shape": int(np.prod(self.obs_shape)),
             "state_shape": int(np.prod(self.state_shape)),
             "n_actions": n_actions,
+            **({"action_names": list(self.action_names)} if self.action_names is not None else {}),
             "episode_limit": self.episode_limit,
         }
 
@@ -404,6 +413,8 @@ class EnvSpec:
             lines.append("turns          one agent moves per step (StepResult.acting)")
         if self.stats:
             lines.append(f"episode stats  {', '.join(self.stats)}")
+        if self.action_names is not None:
+            lines.append(f"action names   {', '.join(self.action_names)}")
         return "\n".join(lines)
 
     def check_same(self, other: EnvSpec, index: int) -> None:

@@ -67,6 +67,8 @@ FAMILIES: dict[str, Family] = {
                "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football"),
         Family("mamujoco", "marl_vec.envs.mamujoco", "make_mamujoco", "mamujoco",
                "a Multi-Agent MuJoCo scenario/split, e.g. Ant/2x4, HalfCheetah/6x1, Humanoid/9|8"),
+        Family("meltingpot", "marl_vec.envs.meltingpot", "make_meltingpot", "meltingpot",
+               "a Melting Pot substrate, e.g. commons_harvest__open, clean_up (49; scenarios, with bots, are refused)"),
     )
 }
 

@@ -36,7 +36,7 @@ from marl_vec.vec.factory import make_vec
 DEFAULT_CONFIG = "mpe/simple_spread"
 
 Family = Literal["gym", "atari", "pettingzoo", "football", "starcraft2", "lbf", "rware", "jaxmarl", "vmas",
-                 "mamujoco"]
+                 "mamujoco", "meltingpot"]
 # auto: the fastest of `marl-vec tune` for this config on this machine, else dummy (marl_vec.tools.tune_cache)
 Backend = Literal["dummy", "subproc", "ray", "auto"]
 Autoreset = Literal["same_step", "next_step", "disabled", "one_episode", "fast"]

@@ -80,6 +80,9 @@ NEEDS: tuple[EnvNeeds, ...] = (
              ("vmas", "torch", "gym"), "balance"),
     EnvNeeds("mamujoco", "Multi-Agent MuJoCo Scenario/split (Ant/2x4, HalfCheetah/6x1, Humanoid/9|8, ...)", "mamujoco",
              ("gymnasium_robotics", "mujoco"), "Ant/2x4"),
+    EnvNeeds("meltingpot", "Melting Pot substrates (commons_harvest__open, clean_up, ...; 49)", "meltingpot",
+             ("meltingpot", "dmlab2d", "chex", "reactivex"), "commons_harvest__open",
+             then="bash scripts/install_meltingpot.sh"),
 )
 
 

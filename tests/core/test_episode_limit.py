@@ -75,6 +75,13 @@ ENFORCED = {
     "mamujoco/halfcheetah_6x1": 1000,
     "mamujoco/walker2d_2x3": 1000,
     "mamujoco/humanoid_9_8": 1000,
+    # Melting Pot: the substrate's maxEpisodeLengthFrames (truncation); most end earlier at random, terminated.
+    "meltingpot/commons_harvest__open": 5000,
+    "meltingpot/clean_up": 5000,
+    "meltingpot/prisoners_dilemma_in_the_matrix__arena": 5000,
+    "meltingpot/collaborative_cooking__asymmetric": 1000,
+    "meltingpot/territory__rooms": 5000,
+    "meltingpot/allelopathic_harvest__open": 2000,
 }
 SC2 = [name for name in ENFORCED if name.startswith("sc2/")]  # the game is not installed here: a scripted one
 # Each JaxMARL config compiles its block (5-20 s): not built here.

@@ -43,3 +43,19 @@ def test_install_football_returns_at_once_when_the_same_build_is_installed(tmp_p
     assert out.stderr == ""
     assert time.monotonic() - start < 60  # it imported, and neither pip nor a compiler ran
     assert not (tmp_path / "wheels").exists()
+
+
+def test_install_meltingpot_returns_at_once_when_installed():
+    try:
+        installed = metadata.version("dm-meltingpot")
+    except metadata.PackageNotFoundError:
+        pytest.skip("dm-meltingpot is not installed here")
+    if installed != "2.4.1":
+        pytest.skip(f"dm-meltingpot {installed} is installed, not the 2.4.1 the script installs")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run(["bash", str(SCRIPTS / "install_meltingpot.sh")], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("install_meltingpot.sh: dm-meltingpot 2.4.1 is installed and its 49 substrates "
+                                 "import: nothing to do (")
+    assert out.stderr == ""
