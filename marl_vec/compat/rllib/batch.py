@@ -14,6 +14,8 @@ The keys of ``env_config`` (any other key is an error that names the allowed one
 - ``reward_dtype``: ``"float64"`` (default: PettingZoo's Python floats, exactly)
   or ``"float32"``.
 - ``action_mask``: observations ``{"action_mask", "observations"}`` (default False).
+- ``obs_dtype``: cast observations to this dtype (default None: the env's own);
+  ``"float32"`` for integer boards, which RLlib's default encoders do not take.
 - ``global_state``: the env's global state in each agent's infos under ``"state"``
   (default False); ``state`` (marl_vec's option, default ``"auto"``) says which.
 
@@ -25,7 +27,7 @@ Examples:
     >>> parse_env_config({"env_fn": simple_spread_v3.parallel_env, "backnd": "dummy"})
     Traceback (most recent call last):
     ...
-    ValueError: env_config key 'backnd' is not one of marl_vec's: action_mask, backend, backend_kwargs, env_fn, env_seed, global_state, reward_dtype, state
+    ValueError: env_config key 'backnd' is not one of marl_vec's: action_mask, backend, backend_kwargs, env_fn, env_seed, global_state, obs_dtype, reward_dtype, state
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class BatchOptions:
     action_mask: bool = False
     global_state: bool = False
     state: str = "auto"
+    obs_dtype: str | None = None
 
     def make(self, num_envs: int, autoreset: str = "next_step") -> VecEnv:
         """The marl_vec batch of ``num_envs`` envs these options describe."""

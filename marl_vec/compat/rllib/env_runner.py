@@ -67,7 +67,8 @@ class MarlVecEnvRunner(MultiAgentEnvRunner):
                                  remote=self.config.remote_worker_envs)
         options = parse_env_config(dict(env_ctx))
         venv = options.make(self.config.num_envs_per_env_runner)
-        self.env = MarlVecMultiAgentEnv(venv, action_mask=options.action_mask, global_state=options.global_state)
+        self.env = MarlVecMultiAgentEnv(venv, action_mask=options.action_mask, global_state=options.global_state,
+                                        obs_dtype=options.obs_dtype)
         self.num_envs = self.env.num_envs
         self._needs_initial_reset = True
         make_callback(

@@ -60,15 +60,21 @@ class Translator:
             ``{"action_mask": float32 (n_actions,), "observations": obs}`` (discrete actions only).
         global_state: put the env's global state (``StepResult.state``) in each
             reported agent's infos under ``"state"``, for centralised critics.
+        obs_dtype: cast (Box) observations to this dtype, e.g. ``"float32"`` for RLlib's
+            default encoders, which do not take integer boards (None: the env's own).
     """
 
-    def __init__(self, spec: EnvSpec, num_envs: int, action_mask: bool = False, global_state: bool = False):
+    def __init__(self, spec: EnvSpec, num_envs: int, action_mask: bool = False, global_state: bool = False,
+                 obs_dtype: Any = None):
         if action_mask and not spec.discrete:
             raise ValueError(f"action_mask=True needs Discrete actions; this env's actions are "
                              f"{spec.single_agent_action_space}")
         if global_state and not spec.has_state:
             raise ValueError("global_state=True needs a batch that keeps the state (state='auto', 'env' or "
                              "'concat'), not state='none'")
+        if obs_dtype is not None and spec.obs_is_tree:
+            raise ValueError(f"obs_dtype applies to array observations only, not {spec.single_agent_observation_space}")
+        self.obs_dtype = None if obs_dtype is None else np.dtype(obs_dtype)
         self.spec = spec
         self.agents: list[str] = list(spec.agents)
         self.turn_based = bool(spec.turn_based)
@@ -157,6 +163,8 @@ class Translator:
         out = {}
         for a in np.flatnonzero(present):
             value = spaces.tree_map(lambda x: x[k, a], r.obs) if self._tree else r.obs[k, a]
+            if self.obs_dtype is not None:
+                value = value.astype(self.obs_dtype)
             if self.action_mask:
                 value = {"action_mask": r.avail_actions[k, a].astype(np.float32), "observations": value}
             out[self.agents[a]] = value

@@ -51,6 +51,9 @@ def agent_spaces(translator: Translator) -> tuple[dict[str, gym.Space], dict[str
     """Each agent's observation and action space, as RLlib sees them."""
     spec = translator.spec
     obs_space = spec.single_agent_observation_space
+    if translator.obs_dtype is not None:
+        dtype = translator.obs_dtype
+        obs_space = gym.spaces.Box(obs_space.low.astype(dtype), obs_space.high.astype(dtype), obs_space.shape, dtype)
     if translator.action_mask:
         mask = gym.spaces.Box(0.0, 1.0, shape=(spec.n_actions,), dtype="float32")
         obs_space = gym.spaces.Dict({"action_mask": mask, "observations": obs_space})
@@ -94,16 +97,19 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
             action-masking modules (discrete actions).
         global_state: the env's global state in each reported agent's infos under
             ``"state"`` (for centralised critics).
+        obs_dtype: cast observations to this dtype (e.g. ``"float32"``; None: the env's own).
     """
 
-    def __init__(self, venv: VecEnv, action_mask: bool = False, global_state: bool = False):
+    def __init__(self, venv: VecEnv, action_mask: bool = False, global_state: bool = False,
+                 obs_dtype: Any = None):
         super().__init__()
         if venv.autoreset is not AutoresetMode.NEXT_STEP:
             raise ValueError(f"RLlib's runners reset a finished env at its next step: build the batch with "
                              f"autoreset='next_step', not {venv.autoreset.value!r}")
         self.venv = venv
         self.num_envs = venv.num_envs
-        self.translator = Translator(venv.spec, venv.num_envs, action_mask=action_mask, global_state=global_state)
+        self.translator = Translator(venv.spec, venv.num_envs, action_mask=action_mask, global_state=global_state,
+                                     obs_dtype=obs_dtype)
         obs_spaces, action_spaces = agent_spaces(self.translator)
         self.single_observation_spaces = obs_spaces
         self.single_action_spaces = action_spaces
