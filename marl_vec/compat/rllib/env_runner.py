@@ -48,6 +48,8 @@ ENV_NAME = "marl_vec"
 class MarlVecEnvRunner(MultiAgentEnvRunner):
     """RLlib's ``MultiAgentEnvRunner`` whose vector env is a marl_vec batch (``autoreset="next_step"``)."""
 
+    _autoreset = "next_step"  # the mode RLlib's sampling loop assumes
+
     def make_env(self) -> None:
         """Build the marl_vec batch that ``config.env_config`` describes (replacing any earlier one)."""
         if self.env is not None:
@@ -66,7 +68,7 @@ class MarlVecEnvRunner(MultiAgentEnvRunner):
             env_ctx = EnvContext(env_ctx, worker_index=self.worker_index, num_workers=self.config.num_env_runners,
                                  remote=self.config.remote_worker_envs)
         options = parse_env_config(dict(env_ctx))
-        venv = options.make(self.config.num_envs_per_env_runner)
+        venv = options.make(self.config.num_envs_per_env_runner, autoreset=self._autoreset)
         self.env = MarlVecMultiAgentEnv(venv, action_mask=options.action_mask, global_state=options.global_state,
                                         obs_dtype=options.obs_dtype)
         self.num_envs = self.env.num_envs

@@ -159,6 +159,30 @@ class Translator:
             self._finished[i] = done
         return obs_out, rew_out, term_out, trunc_out, info_out
 
+    def step_rows_same_step(self, r: StepResult, env_ids: Sequence[int]) -> tuple[list[tuple], list]:
+        """Rows of a ``same_step`` batch (the async pool's mode): each row's five dicts of
+        the step, built from ``final_*`` where the row's episode ended, and for those
+        rows the next episode's ``(obs, infos)`` (None for the others).
+
+        At an episode's end marl_vec keeps no final ``agent_mask``: the agents reported
+        are those alive before the step (turn-based: and the agents of ``final_acting``).
+        """
+        steps, resets = [], []
+        for k, i in enumerate(env_ids):
+            if r.done[k]:
+                five = self.step_rows(_final_row(r, k), [i])
+                (obs,), (infos,) = self.reset_rows(_reset_row(r, k), [i])
+                resets.append((obs, infos))
+            else:
+                five = self.step_rows(_row(r, k), [i])
+                resets.append(None)
+            steps.append(tuple(part[0] for part in five))
+        return steps, resets
+
+    def expect_resets(self, env_ids: Sequence[int]) -> None:
+        """The next row of each of ``env_ids`` is a reset's (a ``reset()`` whose rows come later)."""
+        self._finished[np.asarray(env_ids, dtype=np.int64)] = True
+
     def _obs(self, r: StepResult, k: int, present: np.ndarray) -> dict[str, Any]:
         out = {}
         for a in np.flatnonzero(present):
@@ -218,3 +242,22 @@ def _row(r: StepResult, k: int) -> StepResult:
                       agent_mask=take(r.agent_mask), reward=take(r.reward), terminated=take(r.terminated),
                       truncated=take(r.truncated), done=take(r.done), infos=[r.infos[k]],
                       acting=take(r.acting))
+
+
+def _final_row(r: StepResult, k: int) -> StepResult:
+    """The step that ended row ``k``'s episode, from ``final_*`` (``same_step`` mode)."""
+    take = (lambda x: None if x is None else x[k:k + 1])
+    obs = spaces.tree_map(lambda x: x[k:k + 1], r.final_obs) if isinstance(r.final_obs, (dict, tuple)) \
+        else take(r.final_obs)
+    infos = {key: value for key, value in r.infos[k].items() if key != "reset_info"}
+    return StepResult(obs=obs, state=take(r.final_state), avail_actions=take(r.final_avail_actions),
+                      agent_mask=np.zeros_like(r.agent_mask[k:k + 1]), reward=take(r.reward),
+                      terminated=take(r.terminated), truncated=take(r.truncated), done=take(r.done), infos=[infos],
+                      acting=take(r.final_acting))
+
+
+def _reset_row(r: StepResult, k: int) -> StepResult:
+    """Row ``k`` as the next episode's reset (``same_step`` mode: its infos are ``reset_info``)."""
+    row = _row(r, k)
+    row.infos = [r.infos[k].get("reset_info") or {}]
+    return row

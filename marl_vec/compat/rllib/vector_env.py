@@ -91,6 +91,10 @@ class Seat(MultiAgentEnv):
 class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
     """A marl_vec batch (``autoreset="next_step"``) as RLlib's ``VectorMultiAgentEnv``.
 
+    A ``same_step`` batch is taken too, for
+    [`MarlVecAsyncEnvRunner`][marl_vec.compat.rllib.async_runner.MarlVecAsyncEnvRunner], which samples it
+    through its pool (``pooled``); ``reset``/``step`` then refuse.
+
     Args:
         venv: the batch; the face owns it and closes it.
         action_mask: observations ``{"action_mask", "observations"}`` for RLlib's
@@ -103,9 +107,11 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
     def __init__(self, venv: VecEnv, action_mask: bool = False, global_state: bool = False,
                  obs_dtype: Any = None):
         super().__init__()
-        if venv.autoreset is not AutoresetMode.NEXT_STEP:
+        self.pooled = venv.autoreset is AutoresetMode.SAME_STEP and hasattr(venv, "recv")
+        if venv.autoreset is not AutoresetMode.NEXT_STEP and not self.pooled:
             raise ValueError(f"RLlib's runners reset a finished env at its next step: build the batch with "
-                             f"autoreset='next_step', not {venv.autoreset.value!r}")
+                             f"autoreset='next_step', not {venv.autoreset.value!r} (or 'same_step' for "
+                             f"MarlVecAsyncEnvRunner, which samples through the async pool)")
         self.venv = venv
         self.num_envs = venv.num_envs
         self.translator = Translator(venv.spec, venv.num_envs, action_mask=action_mask, global_state=global_state,
@@ -121,6 +127,7 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, list]:
         """Reset every env; env i gets ``seed + i`` (as ``SyncVectorMultiAgentEnv``)."""
+        self._check_not_pooled("reset")
         if options:
             raise ValueError(f"reset options {sorted(options)} are not supported (marl_vec's reset passes none)")
         if seed is not None and not isinstance(seed, int):
@@ -131,8 +138,14 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
 
     def step(self, actions: Sequence[dict[str, Any]]) -> tuple[list, list, list, list, list]:
         """One step of every env: ``actions[i]`` maps env i's acting agents to their actions."""
+        self._check_not_pooled("step")
         r = self.venv.step(self.translator.write_actions(actions, self._all))
         return self.translator.step_rows(r, self._all)
+
+    def _check_not_pooled(self, call: str) -> None:
+        if self.pooled:
+            raise RuntimeError(f"{call}(): this same_step batch is sampled through its async pool "
+                               "(MarlVecAsyncEnvRunner), not by whole-batch steps")
 
     def render(self) -> tuple[Any, ...]:
         return tuple(self.venv.render())
