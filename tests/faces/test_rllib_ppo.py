@@ -2,7 +2,7 @@
 on MPE simple_spread with one env per runner samples identical episodes and learns
 identical parameters natively (PettingZoo through RLlib's ``ParallelPettingZooEnv``,
 RLlib's ``MultiAgentEnvRunner``) and through the face (``MarlVecEnvRunner``) on
-DummyVecEnv and SubprocVecEnv, at the same seed, over 3 training iterations.
+DummyVecEnv, SubprocVecEnv and RayVecEnv (actors on the Ray instance RLlib started), at the same seed, over 3 training iterations.
 
 Rewards are float64 (``reward_dtype``'s default in ``env_config``): PettingZoo's own
 Python floats, so the returns RLlib computes from them are the same to the bit.
@@ -22,7 +22,7 @@ def native_run():
     return train(ppo_config("native"))
 
 
-@pytest.mark.parametrize("backend", ["dummy", "subproc"])
+@pytest.mark.parametrize("backend", ["dummy", "subproc", "ray"])
 def test_ppo_one_env_per_runner_is_identical_to_native(native_run, backend):
     ours = train(ppo_config("face", backend=backend))
     assert_same_runs(ours, native_run)
