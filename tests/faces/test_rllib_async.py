@@ -46,7 +46,8 @@ def async_config(num_envs: int, batch_size: int, fragment: int = 100, backend: s
     if backend == "subproc":
         kwargs["num_workers"] = min(2, num_envs)
     return (ppo_config("face", num_envs=num_envs, fragment=fragment)
-            .environment(ENV_NAME, env_config={"env_fn": SIMPLE_SPREAD, "backend": backend, "backend_kwargs": kwargs})
+            .environment(ENV_NAME, env_config={"env_fn": SIMPLE_SPREAD, "backend": backend,
+                                               "backend_kwargs": kwargs})
             .env_runners(env_runner_cls=MarlVecAsyncEnvRunner))
 
 
@@ -58,7 +59,8 @@ def test_async_runner_with_one_env_is_identical_to_rllibs_runner():
 @pytest.mark.parametrize("backend", ["subproc", "dummy"])
 def test_async_pool_episodes_replay_exactly_on_the_native_env(backend):
     SEEN.clear()
-    config = async_config(8, 4, fragment=25, backend=backend).callbacks(on_episode_start=on_start, on_episode_step=on_step)
+    config = async_config(8, 4, fragment=25, backend=backend).callbacks(on_episode_start=on_start,
+                                                                        on_episode_step=on_step)
     sampled, _, returns = train(config, iterations=2)
     assert np.isfinite(returns).all()
     assert sorted(SEEN) == list(range(8))

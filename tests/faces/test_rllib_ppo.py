@@ -2,7 +2,8 @@
 on MPE simple_spread with one env per runner samples identical episodes and learns
 identical parameters natively (PettingZoo through RLlib's ``ParallelPettingZooEnv``,
 RLlib's ``MultiAgentEnvRunner``) and through the face (``MarlVecEnvRunner``) on
-DummyVecEnv, SubprocVecEnv and RayVecEnv (actors on the Ray instance RLlib started), at the same seed, over 3 training iterations.
+DummyVecEnv, SubprocVecEnv and RayVecEnv (actors on the Ray instance RLlib started),
+at the same seed, over 3 training iterations.
 
 Rewards are float64 (``reward_dtype``'s default in ``env_config``): PettingZoo's own
 Python floats, so the returns RLlib computes from them are the same to the bit.

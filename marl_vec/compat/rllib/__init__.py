@@ -19,5 +19,5 @@ from marl_vec.compat.rllib.env_runner import ENV_NAME, MarlVecEnvRunner
 from marl_vec.compat.rllib.translate import Translator
 from marl_vec.compat.rllib.vector_env import MarlVecMultiAgentEnv, Seat
 
-__all__ = ["ENV_NAME", "BatchOptions", "MarlVecAsyncEnvRunner", "MarlVecEnvRunner", "MarlVecMultiAgentEnv", "Seat", "Translator",
-           "parse_env_config"]
+__all__ = ["ENV_NAME", "BatchOptions", "MarlVecAsyncEnvRunner", "MarlVecEnvRunner", "MarlVecMultiAgentEnv", "Seat",
+           "Translator", "parse_env_config"]
