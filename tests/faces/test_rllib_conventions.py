@@ -167,8 +167,13 @@ def test_global_state_in_infos():
 
 def test_errors():
     fn = partial(simple_spread_v3.parallel_env, N=3, max_cycles=5)
-    with pytest.raises(ValueError, match="autoreset='next_step', not 'same_step'"):
-        MarlVecMultiAgentEnv(mv.DummyVecEnv([fn]))
+    with pytest.raises(ValueError, match="autoreset='next_step', not 'disabled'"):
+        MarlVecMultiAgentEnv(mv.DummyVecEnv([fn], autoreset="disabled"))
+    pooled = MarlVecMultiAgentEnv(mv.DummyVecEnv([fn]))  # same_step: only for the async runner's pool
+    assert pooled.pooled
+    with pytest.raises(RuntimeError, match="sampled through its async pool"):
+        pooled.reset(seed=0)
+    pooled.close()
     env = MarlVecMultiAgentEnv(mv.DummyVecEnv([fn], autoreset="next_step"))
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"env 0: no action for agents \['agent_2'\]"):
