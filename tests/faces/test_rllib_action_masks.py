@@ -19,7 +19,9 @@ from pettingzoo.classic import connect_four_v3  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec  # noqa: E402
-from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule  # noqa: E402
+from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: E402
+    ActionMaskingTorchRLModule,
+)
 
 from marl_vec.compat.rllib import ENV_NAME, MarlVecEnvRunner  # noqa: E402
 

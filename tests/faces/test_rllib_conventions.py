@@ -30,6 +30,7 @@ from ray.rllib.env.vector.sync_vector_multi_agent_env import SyncVectorMultiAgen
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv  # noqa: E402
 
 from marl_vec.compat.rllib import MarlVecMultiAgentEnv, parse_env_config  # noqa: E402
+from marl_vec.compat.rllib.translate import ALL  # noqa: E402
 from tests.helpers.scripted_envs import DyingAgentEnv  # noqa: E402
 
 
@@ -65,6 +66,8 @@ def run_parallel(make_env, steps: int, n: int = 3, backend: str = "dummy", seed:
         assert_same_dicts(infos_o, list(infos_t), "infos", 0)
         ends = 0
         dones = [False] * n
+        term_t: list[dict] = [{} for _ in range(n)]
+        trunc_t: list[dict] = [{} for _ in range(n)]
         for t in range(1, steps + 1):
             actions = []
             for i in range(n):
@@ -74,7 +77,7 @@ def run_parallel(make_env, steps: int, n: int = 3, backend: str = "dummy", seed:
                 space = ours.single_action_spaces
                 actions.append({a: (legal(rng, infos_t[i][a]["action_mask"]) if "action_mask" in infos_t[i].get(a, {})
                                     else int(rng.integers(space[a].n)))
-                                for a in obs_t[i] if not (t > 1 and (term_t[i].get(a) or trunc_t[i].get(a)))})
+                                for a in obs_t[i] if not (term_t[i].get(a) or trunc_t[i].get(a))})
             obs_t, rew_t, term_t, trunc_t, infos_t = theirs.step(actions)
             obs_o, rew_o, term_o, trunc_o, infos_o = ours.step(actions)
             for what, a, b in (("obs", obs_o, obs_t), ("rewards", rew_o, rew_t), ("terminateds", term_o, term_t),
@@ -123,6 +126,7 @@ def test_turn_based_masked_connect_four_matches_rllibs_pettingzoo_env():
     rng = np.random.default_rng(1)
     obs_t, _ = theirs.reset(seed=3)
     obs_o, _ = ours.reset(seed=3)
+    rew_t = term_t = trunc_t = rew_o = term_o = trunc_o = [{ALL: False} for _ in range(n)]  # no step yet
     games = 0
     for t in range(120):
         for i in range(n):

@@ -8,8 +8,9 @@ compared value for value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from mpe2 import simple_spread_v3
@@ -51,7 +52,7 @@ def ppo_config(env: str, num_envs: int = 1, backend: str = "dummy", env_fn: Call
         .callbacks(on_sample_end=record_samples)
         .debugging(seed=seed)
     )
-    runners = dict(num_env_runners=0, num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment)
+    runners = {"num_env_runners": 0, "num_envs_per_env_runner": num_envs, "rollout_fragment_length": fragment}
     if env == "face":
         return (config.environment(ENV_NAME, env_config={"env_fn": env_fn, "backend": backend})
                 .env_runners(env_runner_cls=MarlVecEnvRunner, **runners))

@@ -33,13 +33,16 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-
-from marl_vec.compat.rllib.env_runner import MarlVecEnvRunner
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.utils.metrics import ENV_TO_MODULE_CONNECTOR, MODULE_TO_ENV_CONNECTOR, RLMODULE_INFERENCE_TIMER
-from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.rllib.utils.metrics import (
+    ENV_TO_MODULE_CONNECTOR,
+    MODULE_TO_ENV_CONNECTOR,
+    RLMODULE_INFERENCE_TIMER,
+    WEIGHTS_SEQ_NO,
+)
+
+from marl_vec.compat.rllib.env_runner import MarlVecEnvRunner
 
 DRAIN_WAIT_S = 0.05  # recv() timeout while collecting the last envs in flight
 

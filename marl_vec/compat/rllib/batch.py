@@ -32,8 +32,9 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from marl_vec.vec.base import VecEnv
 from marl_vec.vec.factory import make_vec

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import logging
 
-from marl_vec.compat.rllib.batch import parse_env_config
-from marl_vec.compat.rllib.vector_env import MarlVecMultiAgentEnv
-
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.env.env_context import EnvContext
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+from marl_vec.compat.rllib.batch import parse_env_config
+from marl_vec.compat.rllib.vector_env import MarlVecMultiAgentEnv
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class MarlVecEnvRunner(MultiAgentEnvRunner):
         if self.env is not None:
             try:
                 self.env.close()
-            except Exception as error:  # a broken batch must not stop building the new one
+            except Exception as error:  # noqa: BLE001 - a broken batch must not stop building the new one
                 logger.warning("closing the old marl_vec batch failed: %r", error)
             self.env = None
         if self.config.env != ENV_NAME:

@@ -39,7 +39,8 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -186,7 +187,7 @@ class Translator:
     def _obs(self, r: StepResult, k: int, present: np.ndarray) -> dict[str, Any]:
         out = {}
         for a in np.flatnonzero(present):
-            value = spaces.tree_map(lambda x: x[k, a], r.obs) if self._tree else r.obs[k, a]
+            value = spaces.tree_map(lambda x, a=a: x[k, a], r.obs) if self._tree else r.obs[k, a]
             if self.obs_dtype is not None:
                 value = value.astype(self.obs_dtype)
             if self.action_mask:
@@ -234,10 +235,21 @@ class Translator:
         return self._acting[i] if self.turn_based else self._alive[i]
 
 
+def _slicer(k: int) -> Any:
+    """A function taking rows ``k:k+1`` of an array, a Dict/Tuple tree of arrays, or None."""
+    def take(x: Any) -> Any:
+        if x is None:
+            return None
+        if isinstance(x, (dict, tuple)):
+            return spaces.tree_map(lambda leaf: leaf[k:k + 1], x)
+        return x[k:k + 1]
+    return take
+
+
 def _row(r: StepResult, k: int) -> StepResult:
     """Row ``k`` of ``r`` as a one-row StepResult (the fields the translator reads)."""
-    take = (lambda x: None if x is None else x[k:k + 1])
-    obs = spaces.tree_map(lambda x: x[k:k + 1], r.obs) if isinstance(r.obs, (dict, tuple)) else take(r.obs)
+    take = _slicer(k)
+    obs = take(r.obs)
     return StepResult(obs=obs, state=take(r.state), avail_actions=take(r.avail_actions),
                       agent_mask=take(r.agent_mask), reward=take(r.reward), terminated=take(r.terminated),
                       truncated=take(r.truncated), done=take(r.done), infos=[r.infos[k]],
@@ -246,9 +258,8 @@ def _row(r: StepResult, k: int) -> StepResult:
 
 def _final_row(r: StepResult, k: int) -> StepResult:
     """The step that ended row ``k``'s episode, from ``final_*`` (``same_step`` mode)."""
-    take = (lambda x: None if x is None else x[k:k + 1])
-    obs = spaces.tree_map(lambda x: x[k:k + 1], r.final_obs) if isinstance(r.final_obs, (dict, tuple)) \
-        else take(r.final_obs)
+    take = _slicer(k)
+    obs = take(r.final_obs)
     infos = {key: value for key, value in r.infos[k].items() if key != "reset_info"}
     return StepResult(obs=obs, state=take(r.final_state), avail_actions=take(r.final_avail_actions),
                       agent_mask=np.zeros_like(r.agent_mask[k:k + 1]), reward=take(r.reward),

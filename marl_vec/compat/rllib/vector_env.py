@@ -32,12 +32,13 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 
-from marl_vec.core.episode import AutoresetMode
 from marl_vec.compat.rllib.translate import Translator
+from marl_vec.core.episode import AutoresetMode
 from marl_vec.vec.base import VecEnv
 
 try:
