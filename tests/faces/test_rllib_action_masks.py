@@ -1,7 +1,8 @@
 """Proof 3 of issue 35: a masked turn-based game. RLlib's PPO with RLlib's own
 action-masking module (``ray.rllib.examples.rl_modules.classes.action_masking_rlm``,
 unchanged) trains on PettingZoo's connect four through the face (4 envs per runner,
-one module per player through ``policy_mapping_fn``), and every move it sends is legal:
+one module per player through ``policy_mapping_fn``), with RLlib's runner and with the
+async runner (first-ready batches of 2, DummyVecEnv's pool), and every move it sends is legal:
 marl_vec refuses an unavailable action (``ValueError``), and each recorded action is
 allowed by the mask of the observation it was chosen on.
 """
@@ -23,7 +24,7 @@ from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (  # noqa: 
     ActionMaskingTorchRLModule,
 )
 
-from marl_vec.compat.rllib import ENV_NAME, MarlVecEnvRunner  # noqa: E402
+from marl_vec.compat.rllib import ENV_NAME, MarlVecAsyncEnvRunner, MarlVecEnvRunner  # noqa: E402
 
 MOVES: list[tuple[str, str, np.ndarray, np.ndarray]] = []  # (agent, module, masks, actions) per chunk
 GAMES: list[tuple[int, bool]] = []  # (length, terminated) of each finished game
@@ -40,15 +41,19 @@ def record_moves(*, samples: list, **kwargs: Any) -> None:
             MOVES.append((agent, sa.module_id, masks, np.asarray(sa.get_actions())))
 
 
-def test_rllib_action_masking_module_trains_on_connect_four_with_legal_moves_only():
+@pytest.mark.parametrize("runner", ["sync", "async"])
+def test_rllib_action_masking_module_trains_on_connect_four_with_legal_moves_only(runner):
+    async_pool = runner == "async"  # the async runner: first-ready batches of 2 of the 4 games
     module = RLModuleSpec(module_class=ActionMaskingTorchRLModule,
                           model_config={"conv_filters": [[8, [3, 3], 1]], "head_fcnet_hiddens": [16]})
     config = (
         PPOConfig()
         .framework("torch")
         .environment(ENV_NAME, env_config={"env_fn": connect_four_v3.env, "action_mask": True,
-                                           "obs_dtype": "float32"})
-        .env_runners(env_runner_cls=MarlVecEnvRunner, num_env_runners=0, num_envs_per_env_runner=4,
+                                           "obs_dtype": "float32",
+                                           "backend_kwargs": {"batch_size": 2} if async_pool else {}})
+        .env_runners(env_runner_cls=MarlVecAsyncEnvRunner if async_pool else MarlVecEnvRunner,
+                     num_env_runners=0, num_envs_per_env_runner=4,
                      rollout_fragment_length=50)
         .multi_agent(policies={"p0", "p1"},
                      policy_mapping_fn=lambda agent_id, episode, **kw: "p0" if agent_id == "player_0" else "p1")
