@@ -1,0 +1,199 @@
+"""MarlVecAsyncEnvRunner: RLlib's multi-agent sampling on marl_vec's first-ready pool.
+
+RLlib's own multi-agent runner steps every env of its vector env at once and waits
+for the slowest; ``gym_env_vectorize_mode="ASYNC"`` is refused for multi-agent
+envs. This runner samples a SubprocVecEnv or RayVecEnv through its async pool
+(``send``/``recv``, ``backend_kwargs={"batch_size": B}``; DummyVecEnv has the same
+pool, stepping each sent env at once, so nothing overlaps there): each ``recv()`` returns
+the first B envs whose step is done, the module computes actions for those B
+envs only (RLlib's env-to-module and module-to-env connectors over their
+episodes), and ``send()`` starts them again while the others are still stepping.
+Episodes are RLlib's ``MultiAgentEpisode``s, built as RLlib's runner builds them
+(same callbacks, metrics, chunk cuts); only the order in which envs advance differs.
+
+- The batch runs ``autoreset="same_step"`` (what the pool serves): at an episode's end
+  the final step comes from ``final_*`` and the next episode's reset rides in the same
+  row, so no env spends a step on a reset.
+- Each ``sample()`` ends by collecting every env still in flight, so no action
+  computed with old weights is sent after the weights change; every env starts the
+  next ``sample()`` waiting for an action.
+- ``num_episodes`` sampling and ``random_actions`` work as in RLlib's runner.
+
+Examples:
+    ```python
+    config.environment(ENV_NAME, env_config={"env_fn": env_fn, "backend": "subproc",
+                                             "backend_kwargs": {"batch_size": 16}})
+    config.env_runners(env_runner_cls=MarlVecAsyncEnvRunner, num_envs_per_env_runner=32)
+    ```
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.utils.metrics import (
+    ENV_TO_MODULE_CONNECTOR,
+    MODULE_TO_ENV_CONNECTOR,
+    RLMODULE_INFERENCE_TIMER,
+    WEIGHTS_SEQ_NO,
+)
+
+from marl_vec.compat.rllib.env_runner import MarlVecEnvRunner
+
+DRAIN_WAIT_S = 0.05  # recv() timeout while collecting the last envs in flight
+
+
+class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
+    """RLlib's multi-agent env runner on marl_vec's async pool (first-ready batches)."""
+
+    _autoreset = "same_step"
+
+    def make_env(self) -> None:
+        super().make_env()
+        venv = self.env.venv
+        if not hasattr(venv, "recv"):
+            raise ValueError(f"MarlVecAsyncEnvRunner needs a batch with an async pool (send/recv); "
+                             f"{type(venv).__name__} has none (env_config['backend'])")
+        self._to_act: list[int] = []  # envs received and not sent since
+        self._flying: set[int] = set()  # envs sent (or reset), whose result recv() has not given yet
+        self._sent: dict[int, tuple[dict, dict]] = {}  # env -> (actions, extra model outputs) of its step
+
+    def _sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None, explore: bool,
+                random_actions: bool = False, force_reset: bool = False) -> list[MultiAgentEpisode]:
+        venv = self.env.venv
+        done_episodes: list[MultiAgentEpisode] = []
+        env_ts = agent_ts = eps = 0
+        if force_reset or num_episodes is not None or self._needs_initial_reset:
+            self._reset_envs_and_episodes(explore)
+        if num_episodes is not None:
+            self._needs_initial_reset = True
+
+        def enough() -> bool:
+            if num_timesteps is None:
+                return eps >= num_episodes
+            return (env_ts if self.config.count_steps_by == "env_steps" else agent_ts) >= num_timesteps
+
+        while not enough():
+            if self._to_act:
+                self._act(self._to_act, explore, random_actions, env_ts)
+            r = venv.recv()
+            steps, agents, finished = self._take(r, done_episodes, explore)
+            env_ts += steps
+            agent_ts += agents
+            eps += finished
+        while self._flying:  # collect the envs in flight: the next sample() starts with new weights
+            r = venv.recv(timeout=DRAIN_WAIT_S)
+            steps, agents, finished = self._take(r, done_episodes, explore)
+            env_ts += steps
+            agent_ts += agents
+            eps += finished
+        return self._finish_sample(done_episodes, num_timesteps)
+
+    def _reset_envs(self, episodes: list, shared_data: dict, explore: bool) -> None:
+        """Reset every env; the reset rows come through ``recv()`` like any other."""
+        for i in range(self.num_envs):
+            self._new_episode(i, episodes)
+        self._ongoing_episodes_for_metrics.clear()
+        self.env.venv.reset(seed=self._seed if self._needs_initial_reset else None)
+        self.env.translator.expect_resets(range(self.num_envs))
+        self._to_act, self._flying, self._sent = [], set(range(self.num_envs)), {}
+
+    # -- one batch in, one batch out ----------------------------------------------------
+
+    def _take(self, r: Any, done_episodes: list[MultiAgentEpisode], explore: bool) -> tuple[int, int, int]:
+        """Add the rows of ``r`` to their episodes; return env steps, agent steps and episodes finished."""
+        ids = [int(i) for i in r.env_ids]
+        self._flying.difference_update(ids)
+        steps, resets = self.env.translator.step_rows_same_step(r, ids)
+        env_ts = agent_ts = finished = 0
+        just_done = []
+        for i, (obs, rewards, terminateds, truncateds, infos), reset in zip(ids, steps, resets):
+            episode = self._ongoing_episodes[i]
+            if not episode.is_reset:
+                episode.add_env_reset(observations=obs, infos=infos)
+                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+                continue
+            actions, extra = self._sent.pop(i)
+            episode.add_env_step(observations=obs, actions=actions, rewards=rewards, infos=infos,
+                                 terminateds=terminateds, truncateds=truncateds, extra_model_outputs=extra)
+            self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=1)
+            env_ts += self._increase_sampled_metrics(1, obs, episode)
+            agent_ts += len(obs)
+            self._make_on_episode_callback("on_episode_step", i, self._ongoing_episodes)
+            if episode.is_done:
+                finished += 1
+                self._make_on_episode_callback("on_episode_end", i, self._ongoing_episodes)
+                self._prune_zero_len_sa_episodes(episode)
+                done_episodes.append(episode)
+                just_done.append(episode)
+                self._new_episode(i, self._ongoing_episodes)
+                new_obs, new_infos = reset
+                self._ongoing_episodes[i].add_env_reset(observations=new_obs, infos=new_infos)
+                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+        self._to_act.extend(ids)
+        if just_done and self.module is not None:
+            # As RLlib's runner: a last connector pass over finished episodes (e.g. one-hot obs).
+            self._env_to_module(batch={}, episodes=just_done, explore=explore, rl_module=self.module,
+                                shared_data=self._shared_data, metrics=None)
+        return env_ts, agent_ts, finished
+
+    def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
+        """Compute the actions of envs ``ids`` and send them."""
+        episodes = [self._ongoing_episodes[i] for i in ids]
+        if random_actions:
+            spaces = self.env.single_action_spaces
+            to_env: dict[str, Any] = {Columns.ACTIONS: [{a: spaces[a].sample() for a in ep.get_agents_to_act()}
+                                                        for ep in episodes]}
+        else:
+            self._shared_data["vector_env_episodes_map"] = {}
+            to_module = self._env_to_module(episodes=episodes, batch={}, explore=explore, rl_module=self.module,
+                                            shared_data=self._shared_data, metrics=self.metrics,
+                                            metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
+            with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
+                if explore:
+                    runners = self.config.num_env_runners or 1
+                    t = (self.num_env_steps_sampled_lifetime // runners + env_ts) * runners
+                    to_env = self.module.forward_exploration(to_module, t=t)
+                else:
+                    to_env = self.module.forward_inference(to_module)
+            to_env = self._module_to_env(rl_module=self.module, batch=to_env, episodes=episodes, explore=explore,
+                                         shared_data=self._shared_data, metrics=self.metrics,
+                                         metrics_prefix_key=(MODULE_TO_ENV_CONNECTOR,))
+        actions = to_env.pop(Columns.ACTIONS)
+        actions_for_env = to_env.pop(Columns.ACTIONS_FOR_ENV, actions)
+        for k, i in enumerate(ids):
+            extra: dict[str, dict] = defaultdict(dict)
+            for column, per_env in to_env.items():
+                for agent, value in per_env[k].items():
+                    extra[agent][column] = value
+                    extra[agent][WEIGHTS_SEQ_NO] = self._weights_seq_no
+            self._sent[i] = (actions[k], dict(extra))
+        rows = self.env.translator.write_actions(actions_for_env, ids)
+        self.env.venv.send(rows, np.asarray(ids, dtype=np.int64))
+        self._flying.update(ids)
+        self._to_act = []
+
+    def _finish_sample(self, done_episodes: list[MultiAgentEpisode],
+                       num_timesteps: int | None) -> list[MultiAgentEpisode]:
+        """As RLlib's runner ends a sample: numpy'd done episodes, and the cut chunks of ongoing ones."""
+        if self.episodes_to_numpy:
+            for episode in done_episodes:
+                episode.to_numpy()
+        self._done_episodes_for_metrics.extend(done_episodes)
+        ongoing: list[MultiAgentEpisode] = []
+        if num_timesteps is not None:
+            continuations = [ep.cut(len_lookback_buffer=self.config.episode_lookback_horizon)
+                             for ep in self._ongoing_episodes]
+            for episode in self._ongoing_episodes:
+                if episode.env_t == 0:
+                    continue
+                episode.validate()
+                self._ongoing_episodes_for_metrics[episode.id_].append(episode)
+                self._prune_zero_len_sa_episodes(episode)
+                ongoing.append(episode.to_numpy() if self.episodes_to_numpy else episode)
+            self._ongoing_episodes = continuations
+        return done_episodes + ongoing
