@@ -1,4 +1,4 @@
-"""Box actions in the JaxMARL family (MABrax, continuous MPE) equal JaxMARL stepped by hand, bit for bit.
+"""Box actions in the JaxMARL family (MABrax, continuous MPE, jaxnav) equal JaxMARL stepped by hand, bit for bit.
 
 The same comparison as tests/families/test_jaxmarl_parity.py (obs, rewards, dones and, where an
 episode ended, the true last views), with uniform actions in [-1, 1] padded to the largest agent's.
@@ -23,6 +23,9 @@ MATRIX = [
     ("humanoid_9|8", SHORT, 25),
     ("walker2d_2x3", SHORT, 25),
     ("jax_mpe/simple_spread", {"action_type": "Continuous"}, 30),
+    ("jax_mpe/simple_world_comm", {}, 30),  # its default: Box actions of two sizes, padded
+    ("jaxnav", {"max_steps": 20}, 45),
+    ("jaxnav", {"max_steps": 20, "act_type": "Discrete"}, 45),
 ]
 
 
@@ -36,6 +39,7 @@ def test_mabrax_hopper_in_workers_equals_jaxmarl_by_hand():
 
 
 @pytest.mark.matrix
-@pytest.mark.parametrize("env_id,kwargs,steps", MATRIX, ids=[c[0] for c in MATRIX])
+@pytest.mark.parametrize("env_id,kwargs,steps", MATRIX,
+                         ids=[c[0] + ("-discrete" if "act_type" in c[1] else "") for c in MATRIX])
 def test_box_envs_equal_jaxmarl_by_hand(env_id, kwargs, steps):
     compare(env_id, kwargs, steps, "dummy")
