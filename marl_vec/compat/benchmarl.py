@@ -50,15 +50,15 @@ from typing import Any, Callable, Mapping
 from marl_vec.envs.extras import missing_extra_message
 
 try:
-    from benchmarl.environments.common import TaskClass
     import torch
+    from benchmarl.environments.common import TaskClass
     from torchrl.data import Composite
     from torchrl.envs import DoubleToFloat, EnvBase, Transform
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("benchmarl", "benchmarl", "MarlVecTask", exc)) from exc
 
-from marl_vec.tools.config import Config, load_config, make_from_config
 from marl_vec.compat.torchrl import TorchRLEnv
+from marl_vec.tools.config import Config, load_config, make_from_config
 
 _KEYS = frozenset(("config", "group_map", "max_steps", "backend", "autoreset", "render"))
 # TorchRLEnv needs the next episode's start in the same step: these two modes give it.

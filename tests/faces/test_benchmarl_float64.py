@@ -10,13 +10,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("benchmarl")
 pytest.importorskip("gymnasium_robotics", reason="the mamujoco extra is not installed: pip install 'marl_vec[mamujoco]'")
 
-import numpy as np  # noqa: E402
-from benchmarl.algorithms import MappoConfig  # noqa: E402
-from torchrl.envs import DoubleToFloat, TransformedEnv  # noqa: E402
+import numpy as np
+from benchmarl.algorithms import MappoConfig
+from torchrl.envs import DoubleToFloat, TransformedEnv
 
-from marl_vec.compat.benchmarl import MarlVecTask  # noqa: E402
-from tests.faces.test_benchmarl import _experiment  # noqa: E402
-from tests.faces.test_torchrl import _one_thread  # noqa: E402, F401
+from marl_vec.compat.benchmarl import MarlVecTask
+from tests.faces.test_benchmarl import _experiment
+from tests.faces.test_torchrl import _one_thread  # noqa: F401
 
 CHEETAH = {"env": {"family": "mamujoco", "id": "HalfCheetah/6x1", "kwargs": {"max_episode_steps": 50}},
            "vec": {"num_envs": 2, "backend": "dummy", "env_seed": 0}}

@@ -27,11 +27,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.jaxmarl_reference import compare  # first: it sets XLA_FLAGS before JAX starts
+from tests.helpers.jaxmarl_reference import (
+    compare,  # first: it sets XLA_FLAGS before JAX starts
+)
 
 pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip install 'marl_vec[jax]'")
 
-from marl_vec.envs.jaxmarl.catalog import LEFT_OUT, MABRAX, MPE_IDS, SERVED, SMAX_MAPS, resolve  # noqa: E402
+from marl_vec.envs.jaxmarl.catalog import (  # noqa: E402
+    LEFT_OUT,
+    MABRAX,
+    MPE_IDS,
+    SERVED,
+    SMAX_MAPS,
+    resolve,
+)
 
 STEPS = 30
 FAST = ("smax/3m", "jax_mpe/simple_spread")  # compiled by tests/families/test_jaxmarl_parity.py's fast tests too
