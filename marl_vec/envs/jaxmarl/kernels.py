@@ -13,7 +13,7 @@ env, `build_kernels` compiles (ahead of time, for exactly these shapes):
   ``keys`` and ``state`` are donated.
 
   Written out rather than calling ``step`` and, for the last views, ``step_env``
-  again: XLA did not merge the two copies of the step (brax's loops), so MABrax
+  again (that is still done for an env whose ``step`` is its own, not ``MultiAgentEnv.step``): XLA did not merge the two copies of the step (brax's loops), so MABrax
   ran at half the speed of JaxMARL used directly. Differently written programs may
   round a float one ulp apart (about 1 in 10^5, XLA's fused multiply-adds); with
   XLA's CPU fusion emitters off and no FMA (the tests' flags) the family and
@@ -33,7 +33,7 @@ Compilation uses JAX's persistent cache (``~/.cache/marl_vec/jax`` unless JAX
 is configured with a cache directory already), so a second run with the same
 shapes loads its functions in about a second.
 
-May import: jax, numpy, ``marl_vec.envs.jaxmarl.views``.
+May import: jax, jaxmarl (lazily), numpy, ``marl_vec.envs.jaxmarl.views``.
 """
 
 from __future__ import annotations
@@ -92,6 +92,14 @@ class Kernels:
     compile_seconds: float
 
 
+def _has_base_step(env: Any) -> bool:
+    """Whether ``env``'s ``step`` is JaxMARL's ``MultiAgentEnv.step`` (step_env, reset, select), which the
+    block's step writes out; an env with a step of its own has it called as it is."""
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    return getattr(type(env), "step", None) is MultiAgentEnv.step
+
+
 def _actions_dict(view: View, actions: Any) -> dict[str, Any]:
     return view.actions_dict(actions)
 
@@ -128,9 +136,15 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
         state = normalise(state, step_state)
         return state, view.outputs(obs, state)
 
+    base_step = _has_base_step(env)
+
     def step_one(key: Any, state: Any, actions: Any) -> tuple:
         key, sub = jax.random.split(key)
         acts = _actions_dict(view, actions)
+        if not base_step:  # an env with a step of its own: call it, and step_env again for the last views
+            obs_next, following, rewards, dones, _ = env.step(sub, state, acts)
+            obs_last, after, _, _, _ = env.step_env(jax.random.split(sub)[0], state, acts)
+            return _step_outputs(key, following, after, obs_next, obs_last, rewards, dones)
         # JaxMARL's MultiAgentEnv.step, written out (no env of jaxmarl 0.2.0 overrides it):
         # step_env on the first half of the key, reset on the second, the reset kept where the
         # episode ended. Written out, step_env's outputs (the TRUE last views, which step
@@ -142,6 +156,10 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
         done_all = dones["__all__"]
         following = jax.tree.map(lambda r, s: jax.lax.select(done_all, r, s), state_reset, after)
         obs_next = jax.tree.map(lambda r, s: jax.lax.select(done_all, r, s), obs_reset, obs_last)
+        return _step_outputs(key, following, after, obs_next, obs_last, rewards, dones)
+
+    def _step_outputs(key: Any, following: Any, after: Any, obs_next: Any, obs_last: Any, rewards: Any,
+                      dones: Any) -> tuple:
         following = normalise(following, step_state)
         after = normalise(after, step_state)
         terminated, truncated = view.flags(after, dones)
