@@ -22,6 +22,7 @@ numbers to ``--sweep-csv`` and plots them into ``--plot`` (log-log).
     python scripts/benchmark_jaxmarl.py
     python scripts/benchmark_jaxmarl.py --seconds 2 --rounds 2
     python scripts/benchmark_jaxmarl.py --sweep --plot docs/images/jaxmarl_scaling.png
+    python scripts/benchmark_jaxmarl.py --mabrax ant_4x2 --mabrax-envs 1024   # Box actions (extra mabrax)
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def random_actions(n_envs: int, n_agents: int, n_actions: int, pool: int = 16) -
     return [rng.integers(0, n_actions, (n_envs, n_agents)).astype(np.int32) for _ in range(pool)]
 
 
+def random_box_actions(n_envs: int, n_agents: int, width: int, pool: int = 16) -> list[np.ndarray]:
+    """Uniform in [-1, 1] (MABrax's bounds), ``(n_envs, n_agents, width)`` float32, padding included."""
+    rng = np.random.default_rng(0)
+    return [rng.uniform(-1, 1, (n_envs, n_agents, width)).astype(np.float32) for _ in range(pool)]
+
+
 def ours(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]:
     started = time.perf_counter()
     venv = mv.DummyVecEnv([make_env_fn("jaxmarl", env_id)] * n_envs, env_seed=0)
@@ -64,7 +71,10 @@ def ours(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]:
                 avail = state["r"].avail_actions
                 state["r"] = venv.step((rng.random(avail.shape) * avail).argmax(-1).astype(np.int32))
     else:
-        pool = random_actions(n_envs, spec.n_agents, spec.n_actions)
+        if spec.discrete:
+            pool = random_actions(n_envs, spec.n_agents, spec.n_actions)
+        else:
+            pool = random_box_actions(n_envs, spec.n_agents, spec.action.shape[0])
 
         def run(n: int) -> None:
             for t in range(n):
@@ -78,10 +88,14 @@ def direct(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]
 
     from marl_vec.envs.jaxmarl.catalog import make_native, resolve
 
-    make_id, kwargs = resolve(env_id)
+    make_id, kwargs = resolve(env_id)  # MABrax: the family's auto_reset=False (JaxMARL's step resets)
     env = make_native(make_id, kwargs)
     agents = list(env.agents)
-    n_actions = int(getattr(env.action_space(agents[0]), "num_categories", 0) or env.action_space(agents[0]).n)
+    space = env.action_space(agents[0])
+    box = type(space).__name__ == "Box"
+    # Box: each agent's own size (the pool is padded to the largest, as ours is).
+    sizes = [int(env.action_space(a).shape[0]) for a in agents] if box else []
+    n_actions = 0 if box else int(getattr(space, "num_categories", 0) or space.n)
     started = time.perf_counter()
     keys = jax.vmap(jax.random.PRNGKey)(np.arange(n_envs, dtype=np.uint32))
     split = jax.jit(jax.vmap(lambda k: jax.random.split(k)))
@@ -94,7 +108,10 @@ def direct(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]
     def one(actions: np.ndarray) -> None:
         pairs = split(holder["keys"])
         holder["keys"] = pairs[:, 0]
-        acts = {a: actions[:, i] for i, a in enumerate(agents)}
+        if box:
+            acts = {a: actions[:, i, :d] for i, (a, d) in enumerate(zip(agents, sizes))}
+        else:
+            acts = {a: actions[:, i] for i, a in enumerate(agents)}
         obs, holder["state"], rewards, dones, _ = step(pairs[:, 1], holder["state"], acts)
         for a in agents:  # the same outputs read as ours: obs, rewards, dones (SMAX: world state, avail)
             np.asarray(obs[a]), np.asarray(rewards[a]), np.asarray(dones[a])
@@ -105,7 +122,10 @@ def direct(env_id: str, n_envs: int) -> tuple[Runner, float, Callable[[], None]]
             avail = avail_fn(holder["state"])
             holder["avail"] = np.stack([np.asarray(avail[a]) for a in agents], axis=1)
 
-    pool = random_actions(n_envs, len(agents), n_actions)
+    if box:
+        pool = random_box_actions(n_envs, len(agents), max(sizes))
+    else:
+        pool = random_actions(n_envs, len(agents), n_actions)
     if avail_fn is not None:
         rng = np.random.default_rng(0)
         holder["avail"] = np.stack([np.asarray(v) for v in avail_fn(state).values()], axis=1)
@@ -158,7 +178,9 @@ def spread(rates: Sequence[float]) -> float:
     return (max(rates) - min(rates)) / statistics.median(rates)
 
 
-def compare(title: str, candidates: dict[str, tuple[Callable, int]], rounds: int, seconds: float) -> dict[str, float]:
+def compare(title: str, candidates: dict[str, tuple[Callable, int]], rounds: int, seconds: float,
+            per_round: dict[str, list[float]] | None = None) -> dict[str, float]:
+    """Median env-steps/s of each candidate, rounds interleaved; ``per_round`` gets every round's rate."""
     built = {}
     for name, (make, n_envs) in candidates.items():
         with contextlib.redirect_stdout(io.StringIO()):
@@ -173,6 +195,8 @@ def compare(title: str, candidates: dict[str, tuple[Callable, int]], rounds: int
         loads.append(os.getloadavg()[0])
     for _, _, close in built.values():
         close()
+    if per_round is not None:
+        per_round.update(rates)
     medians = {name: statistics.median(r) for name, r in rates.items()}
     print(f"{title}   (1-min load after each round: {', '.join(f'{x:.1f}' for x in loads)})")
     for name, value in medians.items():
@@ -238,6 +262,9 @@ def main() -> None:
     parser.add_argument("--sweep-csv", default=None, metavar="CSV", help="write the sweep's numbers here")
     parser.add_argument("--plot", default=None, metavar="PNG", help="plot the sweep here")
     parser.add_argument("--skip-compare", action="store_true", help="only the sweep")
+    parser.add_argument("--mabrax", default=None, metavar="ID",
+                        help="only compare this MABrax env (e.g. ant_4x2) through marl_vec with JaxMARL direct")
+    parser.add_argument("--mabrax-envs", type=int, default=1024)
     args = parser.parse_args()
     if args.skip_compare and not args.sweep:
         parser.error("--skip-compare needs --sweep")
@@ -245,7 +272,9 @@ def main() -> None:
     if any(n < 1 for n in sizes) or not sizes:
         parser.error(f"--sweep-sizes must be positive integers, got {args.sweep_sizes!r}")
     print(f"load average: {os.getloadavg()}", flush=True)
-    if not args.skip_compare:
+    if args.mabrax:
+        compare_mabrax(args.mabrax, args.mabrax_envs, args.rounds, args.seconds)
+    elif not args.skip_compare:
         compare_all(args)
     if args.sweep:
         print("env-steps/s against num_envs:")
@@ -256,6 +285,21 @@ def main() -> None:
                                         f"1-min load {min(loads):.1f}-{max(loads):.1f}")
             print(f"plot: {args.plot}")
     print(f"load average: {os.getloadavg()}")
+
+
+def compare_mabrax(env_id: str, n_envs: int, rounds: int, seconds: float) -> None:
+    """MABrax (Box actions) through marl_vec against JaxMARL direct, the same env (auto_reset=False)."""
+    rates: dict[str, list[float]] = {}
+    medians = compare(f"MABrax {env_id} x {n_envs}", {
+        "marl_vec DummyVecEnv (jaxmarl family)": (lambda: ours(env_id, n_envs), n_envs),
+        "JaxMARL direct (jit + vmap)": (lambda: direct(env_id, n_envs), n_envs),
+    }, rounds, seconds, rates)
+    names = list(medians)
+    # Each round runs ours then direct back to back: their ratio shares that round's load.
+    ratios = [a / b for a, b in zip(rates[names[0]], rates[names[1]])]
+    print(f"  ratio ours / direct: {medians[names[0]] / medians[names[1]]:.2f}x of the medians, "
+          f"{statistics.median(ratios):.2f}x median of the rounds' ratios "
+          f"({', '.join(f'{r:.2f}' for r in ratios)}) (target >= 0.9x)")
 
 
 def compare_all(args: argparse.Namespace) -> None:

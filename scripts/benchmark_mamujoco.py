@@ -5,7 +5,12 @@
   part of the same random actions), reset at each episode's end: what a trainer
   without marl_vec writes;
 - subproc: ``SubprocVecEnv`` over the ``mamujoco`` family with ``--workers``
-  processes (results in shared memory, ``copy=True``, the default).
+  processes (results in shared memory, ``copy=True``, the default);
+- ceiling: ``--workers`` processes, each running the plain loop over its share of
+  the envs at the same time, with no marl_vec and nothing between them: what this
+  machine gives ``--workers`` processes of this env at best. ``subproc / ceiling``
+  is marl_vec's own cost; ``ceiling / plain`` is the machine's (cores, caches,
+  other jobs).
 
 Rounds are interleaved (``--rounds`` of ``--seconds`` each, after a warm-up);
 the median env-steps/s of each, each round's values, the ratio's spread and the
@@ -18,10 +23,11 @@ load average before and after (``os.getloadavg``) are printed.
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -61,6 +67,54 @@ def plain(env_id: str, n_envs: int, pool: list[np.ndarray]) -> tuple[Callable[[i
     return run, lambda: [env.close() for env in envs]
 
 
+def _ceiling_worker(conn: Any, env_id: str, n_envs: int, pool: list[np.ndarray]) -> None:
+    run, close = plain(env_id, n_envs, pool)
+    run(5)
+    conn.send("ready")
+    while True:
+        seconds = conn.recv()
+        if seconds is None:
+            break
+        steps, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            run(20)
+            steps += 20
+        conn.send(steps * n_envs)
+    close()
+
+
+def ceiling(env_id: str, n_envs: int, workers: int, pool: list[np.ndarray]) -> tuple[Callable[[float], float],
+                                                                                  Callable[[], None]]:
+    """``workers`` plain loops in as many processes at once; env-steps/s of them all together."""
+    ctx = mp.get_context("spawn")
+    share = n_envs // workers
+    pipes, procs = [], []
+    for w in range(workers):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_ceiling_worker, args=(child, env_id, share, [a[w * share:(w + 1) * share]
+                                                                              for a in pool]), daemon=True)
+        proc.start()
+        pipes.append(parent)
+        procs.append(proc)
+    for parent in pipes:
+        assert parent.recv() == "ready"
+
+    def measure(seconds: float) -> float:
+        started = time.perf_counter()
+        for parent in pipes:
+            parent.send(seconds)
+        total = sum(parent.recv() for parent in pipes)
+        return total / (time.perf_counter() - started)
+
+    def close() -> None:
+        for parent in pipes:
+            parent.send(None)
+        for proc in procs:
+            proc.join(10)
+
+    return measure, close
+
+
 def subproc(env_id: str, n_envs: int, workers: int) -> tuple[Callable[[int], None], Callable[[], None], list]:
     venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id)] * n_envs, num_workers=workers, env_seed=0)
     venv.reset()
@@ -93,19 +147,27 @@ def main() -> None:
     load_before = os.getloadavg()
     run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers)
     run_plain, close_plain = plain(args.env, args.num_envs, pool)
+    measure_ceiling, close_ceiling = ceiling(args.env, args.num_envs, args.workers, pool)
     run_sub(5), run_plain(5)  # warm-up
-    rows = []
+    rows, loads = [], []
     for _ in range(args.rounds):
-        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds)))
-    close_sub(), close_plain()
-    ratios = [s / p for p, s in rows]
-    p_med, s_med = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds),
+                     measure_ceiling(args.seconds)))
+        loads.append(os.getloadavg()[0])
+    close_sub(), close_plain(), close_ceiling()
+    ratios = [s / p for p, s, _ in rows]
+    of_ceiling = [s / c for _, s, c in rows]
+    p_med, s_med, c_med = (statistics.median(r[i] for r in rows) for i in range(3))
     print(f"{args.env} x{args.num_envs}, {args.workers} workers, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs")
-    for k, (p, s) in enumerate(rows):
-        print(f"  round {k}: plain {p:9.0f} env-steps/s   subproc {s:9.0f} env-steps/s   ratio {s / p:.2f}x")
-    print(f"median: plain {p_med:.0f}, subproc {s_med:.0f} env-steps/s; ratio {s_med / p_med:.2f}x "
-          f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)")
+    for k, (p, s, c) in enumerate(rows):
+        print(f"  round {k}: plain {p:7.0f}   subproc {s:7.0f}   ceiling {c:7.0f} env-steps/s   "
+              f"subproc/plain {s / p:.2f}x   ceiling/plain {c / p:.2f}x   subproc/ceiling {s / c:.2f}   "
+              f"(1-min load {loads[k]:.1f})")
+    print(f"median: plain {p_med:.0f}, subproc {s_med:.0f}, ceiling {c_med:.0f} env-steps/s; "
+          f"subproc/plain {s_med / p_med:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}x), "
+          f"ceiling/plain {c_med / p_med:.2f}x, subproc/ceiling {statistics.median(of_ceiling):.2f} "
+          f"(rounds {min(of_ceiling):.2f}-{max(of_ceiling):.2f})")
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -50,14 +50,15 @@ from typing import Any, Callable, Mapping
 from marl_vec.envs.extras import missing_extra_message
 
 try:
+    import torch
     from benchmarl.environments.common import TaskClass
     from torchrl.data import Composite
-    from torchrl.envs import EnvBase
+    from torchrl.envs import DoubleToFloat, EnvBase, Transform
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("benchmarl", "benchmarl", "MarlVecTask", exc)) from exc
 
-from marl_vec.tools.config import Config, load_config, make_from_config
 from marl_vec.compat.torchrl import TorchRLEnv
+from marl_vec.tools.config import Config, load_config, make_from_config
 
 _KEYS = frozenset(("config", "group_map", "max_steps", "backend", "autoreset", "render"))
 # TorchRLEnv needs the next episode's start in the same step: these two modes give it.
@@ -150,6 +151,12 @@ class MarlVecTask(TaskClass):
 
     def supports_discrete_actions(self) -> bool:
         return self._has_action_switch() or self._action_is_discrete()
+
+    def get_env_transforms(self, env: EnvBase) -> list[Transform]:
+        """float64 observations or state (MaMuJoCo's, gymnasium's MuJoCo) as float32, as BenchMARL's
+        own MeltingPot task does: its models are float32."""
+        leaves = env.full_observation_spec_unbatched.values(include_nested=True, leaves_only=True)
+        return [DoubleToFloat()] if any(leaf.dtype == torch.float64 for leaf in leaves) else []
 
     def has_render(self, env: EnvBase) -> bool:
         return bool(self.config.get("render", False))

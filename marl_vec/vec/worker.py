@@ -28,6 +28,9 @@ Example (what SubprocVecEnv does; not run here)::
 
 from __future__ import annotations
 
+import collections
+import copyreg
+import io
 import os
 import pickle
 import signal
@@ -36,6 +39,8 @@ import time
 import traceback
 from array import array
 from typing import Any, Callable, Sequence, TypeVar
+
+import numpy as np
 
 from marl_vec.core.errors import SetupError
 
@@ -57,9 +62,38 @@ def encode_pool_step(local_ids: Sequence[int], object_actions: list | None = Non
     return POOL_STEP + array("I", local_ids).tobytes()
 
 
+def _scalar_reducer(kind: type) -> Callable[[Any], tuple]:
+    return lambda x: (kind, (x.item(),))
+
+
+# Numpy scalars rebuilt from their Python value: the same type and the same value (``item()`` is
+# exact for these), pickled about 3x faster than numpy's own reduce (measured on MaMuJoCo Ant's
+# infos, 9 float64 per env: 120 against 41 us for 8 envs; a worker sends them every step).
+_FAST_SCALARS = {kind: _scalar_reducer(kind) for kind in (
+    np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8,
+    np.uint64, np.uint32, np.uint16, np.uint8, np.bool_)}
+_DISPATCH = collections.ChainMap(_FAST_SCALARS, copyreg.dispatch_table)
+
+
+def dumps(obj: Any) -> bytes:
+    """``pickle.dumps`` at the highest protocol, numpy scalars the fast way (see ``_FAST_SCALARS``).
+
+    ```pycon
+    >>> loaded = pickle.loads(dumps({"x": np.float32(0.5)}))
+    >>> type(loaded["x"]).__name__, float(loaded["x"])
+    ('float32', 0.5)
+    ```
+    """
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(obj)
+    return out.getvalue()
+
+
 def encode_ok(payload: Any) -> bytes:
     """An answer: empty bytes when there is nothing to send back."""
-    return OK_EMPTY if payload is None else pickle.dumps(("ok", payload), protocol=pickle.HIGHEST_PROTOCOL)
+    return OK_EMPTY if payload is None else dumps(("ok", payload))
 
 
 def encode_error(exc: BaseException, default_env: int | None = None) -> bytes:

@@ -46,13 +46,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     episodes: list[dict] = []
     with mv.make(data, num_envs=args.num_envs, backend=args.backend, autoreset=args.autoreset,
                  env_seed=args.seed) as venv:
-        if not venv.spec.discrete:
-            raise SystemExit("random_baseline.py plays discrete actions only")
+        spec = venv.spec
+        if not spec.discrete:  # Box: uniform within each agent's bounds; unbounded entries (padding) 0
+            shape = (venv.num_envs, spec.n_agents, *spec.action.shape)
+            low = np.broadcast_to(spec.action.low, shape[1:])
+            high = np.broadcast_to(spec.action.high, shape[1:])
+            bounded = np.isfinite(low) & np.isfinite(high)
+            low, high = np.where(bounded, low, 0.0), np.where(bounded, high, 0.0)
         r = venv.reset()
         while len(episodes) < args.episodes:
-            # Uniform over each agent's available actions.
-            scores = rng.random(r.avail_actions.shape) * r.avail_actions
-            r = venv.step(scores.argmax(-1))
+            if spec.discrete:  # uniform over each agent's available actions
+                scores = rng.random(r.avail_actions.shape) * r.avail_actions
+                r = venv.step(scores.argmax(-1))
+            else:
+                r = venv.step(rng.uniform(low, high, shape).astype(np.float32))
             for info in r.infos:
                 if "episode" in info:
                     episodes.append(info["episode"])

@@ -27,18 +27,30 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.jaxmarl_reference import compare  # first: it sets XLA_FLAGS before JAX starts
+from tests.helpers.jaxmarl_reference import (
+    compare,  # first: it sets XLA_FLAGS before JAX starts
+)
 
 pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip install 'marl_vec[jax]'")
 
-from marl_vec.envs.jaxmarl.catalog import LEFT_OUT, MPE_IDS, SERVED, SMAX_MAPS, resolve  # noqa: E402
+from marl_vec.envs.jaxmarl.catalog import (  # noqa: E402
+    LEFT_OUT,
+    MABRAX,
+    MPE_IDS,
+    SERVED,
+    SMAX_MAPS,
+    resolve,
+)
 
 STEPS = 30
 FAST = ("smax/3m", "jax_mpe/simple_spread")  # compiled by tests/families/test_jaxmarl_parity.py's fast tests too
 # Not in the default selection (setup.cfg's addopts): `python -m pytest -m matrix tests/families/test_jaxmarl_breadth.py`.
 SLOW = (pytest.mark.slow, pytest.mark.matrix, pytest.mark.timeout(1800))
 # Served only with discrete actions, which their defaults are not (catalog.SERVED's "*").
-KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"}}
+KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"},
+          # The kwargs of tests/families/test_jaxmarl_box.py, so that its functions are compiled once.
+          "jaxnav": {"max_steps": 20},
+          **{make_id: {"episode_length": 20} for make_id in MABRAX}}
 
 
 def served_cases() -> list:

@@ -110,8 +110,8 @@ def test_modes_a_whole_block_cannot_serve_are_refused_with_the_reason(mode, mess
 @pytest.mark.parametrize("env_id,message", [
     ("smax/4m", "unknown SMAX map '4m'"),
     ("storm", "not served: its reset and step return one observation array"),
-    ("jaxnav", "not served: its actions are continuous"),
-    ("MPE_simple_facmac_v1", "FACMAC's scenarios fix action_type to Continuous"),
+    ("JaxRobotarium_navigation", "not served: needs the jaxrobotarium package, which is not on PyPI"),
+    ("LearnedPolicyEnemySMAX", "not served: it needs a trained enemy policy"),
     ("no_such_env", "unknown JaxMARL env id 'no_such_env'; allowed: MPE_simple_v3"),
 ])
 def test_ids_not_served_fail_naming_why(env_id, message):

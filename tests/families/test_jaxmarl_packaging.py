@@ -27,7 +27,9 @@ for make_id, kwargs in SERVED:
     env = jaxmarl.make(make_id, **kwargs)
     key = jax.ShapeDtypeStruct((2,), "uint32")
     obs, state = jax.eval_shape(env.reset, key)
-    acts = {a: jax.ShapeDtypeStruct((), "int32") for a in env.agents}
+    spaces = {a: env.action_space(a) for a in env.agents}  # Box: float32 of its shape; Discrete: an int32
+    acts = {a: jax.ShapeDtypeStruct(tuple(s.shape), "float32") if type(s).__name__ == "Box"
+            else jax.ShapeDtypeStruct((), "int32") for a, s in spaces.items()}
     jax.eval_shape(env.step_env, key, state, acts)
 print("ok", len(SERVED))
 """

@@ -138,6 +138,14 @@ def random_available(rng: np.random.Generator, avail: np.ndarray) -> np.ndarray:
     return (rng.random(avail.shape) * avail).argmax(-1).astype(np.int32)
 
 
+def box_actions(rng: np.random.Generator, spec: mv.EnvSpec, n_envs: int) -> np.ndarray:
+    """Uniform Box actions ``(n_envs, A, width)`` float32 inside the spec's bounds (infinite ones: [-1, 1])."""
+    shape = (spec.n_agents, *spec.action_shape)
+    low = np.broadcast_to(np.where(np.isfinite(spec.action.low), spec.action.low, -1.0), shape)
+    high = np.broadcast_to(np.where(np.isfinite(spec.action.high), spec.action.high, 1.0), shape)
+    return rng.uniform(low, high, (n_envs, *shape)).astype(np.float32)
+
+
 def compare(env_id: str, kwargs: dict, steps: int, backend: str, seed: int = 7) -> int:
     """Steps the family (``K`` envs, or two workers of ``K`` on Subproc) and the reference side by side,
     asserting every output equal; returns the number of episodes that ended."""
@@ -155,8 +163,8 @@ def compare(env_id: str, kwargs: dict, steps: int, backend: str, seed: int = 7) 
         for t in range(steps):
             if model.view.action_dims is None:
                 actions = random_available(rng, expected.get("avail_actions", r.avail_actions))
-            else:  # Box: uniform in [-1, 1] (MPE's and MABrax's bounds), padding included
-                actions = rng.uniform(-1, 1, (n_envs, model.spec.n_agents, *model.spec.action_shape)).astype(np.float32)
+            else:  # Box: uniform within each agent's bounds (MABrax [-1, 1], MPE [0, 1]); padding in [-1, 1]
+                actions = box_actions(rng, model.spec, n_envs)
             r = venv.step(actions)
             after, final = ref.step(actions)
             where = f"{env_id} step {t}"

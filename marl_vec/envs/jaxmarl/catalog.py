@@ -8,7 +8,8 @@ One idea: the catalogue. Our ids are ``jaxmarl.make`` ids as they are
 
 Served: every registered env whose observations come as one array per agent
 and whose actions are Discrete or Box (continuous MPE with
-``action_type="Continuous"``, MABrax, which needs ``brax``: extra ``mabrax``).
+``action_type="Continuous"`` and FACMAC's MPE scenarios, jaxnav, MABrax, which
+needs ``brax``: extra ``mabrax``).
 `LEFT_OUT` lists the registered ids that are not, each with its reason.
 
 May import: jaxmarl (lazily, via ``require``), ``marl_vec.envs.extras``.
@@ -45,16 +46,16 @@ MPE_IDS = {
 # MABrax (extra ``mabrax``: brax): Box actions per agent, padded to the largest agent's.
 MABRAX = ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3")
 
-# Registered ids that are served (with Discrete actions; the MPE one marked * has
-# continuous actions by default and is served with action_type="Discrete").
+# Registered ids that are served (the MPE one marked * has continuous actions by default;
+# the breadth test runs it with action_type="Discrete", tests/families/test_jaxmarl_box.py with Box ones).
 SERVED = (
     "MPE_simple_v3", "MPE_simple_tag_v3", "MPE_simple_spread_v3", "MPE_simple_crypto_v3",
     "MPE_simple_speaker_listener_v4", "MPE_simple_push_v3", "MPE_simple_adversary_v3", "MPE_simple_reference_v3",
     "MPE_simple_world_comm_v3*", "SMAX", "HeuristicEnemySMAX", "hanabi", "overcooked", "overcooked_v2",
-    "coin_game", "switch_riddle", *MABRAX,
+    "MPE_simple_facmac_v1", "MPE_simple_facmac_3a_v1", "MPE_simple_facmac_6a_v1", "MPE_simple_facmac_9a_v1",
+    "coin_game", "switch_riddle", "jaxnav", *MABRAX,
 )
 
-_CONTINUOUS = "its actions are continuous (Box) and it is not yet checked against JaxMARL by hand"
 _NOT_PER_AGENT = ("its reset and step return one observation array for all agents (not a dict per agent), "
                   "and its step does not run with actions as a dict keyed by agent (jaxmarl 0.2.0)")
 LEFT_OUT = {
@@ -62,9 +63,6 @@ LEFT_OUT = {
     "storm_2p": _NOT_PER_AGENT,
     "storm_np": _NOT_PER_AGENT,
     "LearnedPolicyEnemySMAX": "it needs a trained enemy policy and its parameters, which JaxMARL does not ship",
-    "jaxnav": _CONTINUOUS,
-    **{f"MPE_simple_facmac{size}_v1": _CONTINUOUS + " (FACMAC's scenarios fix action_type to Continuous)"
-       for size in ("", "_3a", "_6a", "_9a")},
     **{f"JaxRobotarium_{name}": "needs the jaxrobotarium package, which is not on PyPI"
        for name in ("navigation", "discovery", "material_transport", "warehouse", "arctic_transport",
                     "foraging", "rware", "predator_prey")},

@@ -4,18 +4,20 @@ One idea: what runs inside JAX. For a block of ``k`` envs of one ``jaxmarl.make`
 env, `build_kernels` compiles (ahead of time, for exactly these shapes):
 
 - ``step(keys (k, 2), state, actions (k, A))``: per env, ``key, sub = split(key)``,
-  then JaxMARL's own ``step(sub, ...)``, which splits ``sub`` into ``k_step,
-  k_reset``, calls ``step_env(k_step, ...)`` and ``reset(k_reset)`` and keeps the
-  reset where the episode ended. It returns what follows the step (obs, world
+  then what JaxMARL's own ``step(sub, ...)`` does, written out: split ``sub`` into
+  ``k_step, k_reset``, ``step_env(k_step, ...)`` and ``reset(k_reset)``, the reset
+  kept where the episode ended. It returns what follows the step (obs, world
   state, avail, mask: the reset ones where the episode ended), the rewards,
   terminated, truncated and episode stats, and apart the step's TRUE last views
-  from ``step_env(k_step, ...)`` in the same function, which JaxMARL's ``step``
-  loses where an episode ended. ``keys`` and ``state`` are donated.
+  (``step_env``'s), which JaxMARL's ``step`` loses where an episode ended.
+  ``keys`` and ``state`` are donated.
 
-  Why JaxMARL's ``step`` and not our own ``step_env`` + ``reset`` + select: the
-  results are the same numbers, but XLA rounds a float one ulp apart here and
-  there (about 1 in 10^5) between differently written programs; calling
-  JaxMARL's own functions keeps us bit-exact with JaxMARL used directly.
+  Written out rather than calling ``step`` and, for the last views, ``step_env``
+  again (that is still done for an env whose ``step`` is its own, not ``MultiAgentEnv.step``): XLA did not merge the two copies of the step (brax's loops), so MABrax
+  ran at half the speed of JaxMARL used directly. Differently written programs may
+  round a float one ulp apart (about 1 in 10^5, XLA's fused multiply-adds); with
+  XLA's CPU fusion emitters off and no FMA (the tests' flags) the family and
+  JaxMARL's ``step`` agree bit for bit.
 - ``reset(keys, state, seed_keys, use_seed (k,), rows (k,))``: per env in ``rows``,
   ``key = seed_keys if use_seed else keys``, ``key, k_reset = split(key)``,
   ``reset(k_reset)``; the other rows keep their key and state.
@@ -31,7 +33,7 @@ Compilation uses JAX's persistent cache (``~/.cache/marl_vec/jax`` unless JAX
 is configured with a cache directory already), so a second run with the same
 shapes loads its functions in about a second.
 
-May import: jax, numpy, ``marl_vec.envs.jaxmarl.views``.
+May import: jax, jaxmarl (lazily), numpy, ``marl_vec.envs.jaxmarl.views``.
 """
 
 from __future__ import annotations
@@ -90,6 +92,14 @@ class Kernels:
     compile_seconds: float
 
 
+def _has_base_step(env: Any) -> bool:
+    """Whether ``env``'s ``step`` is JaxMARL's ``MultiAgentEnv.step`` (step_env, reset, select), which the
+    block's step writes out; an env with a step of its own has it called as it is."""
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    return getattr(type(env), "step", None) is MultiAgentEnv.step
+
+
 def _actions_dict(view: View, actions: Any) -> dict[str, Any]:
     return view.actions_dict(actions)
 
@@ -126,15 +136,30 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
         state = normalise(state, step_state)
         return state, view.outputs(obs, state)
 
+    base_step = _has_base_step(env)
+
     def step_one(key: Any, state: Any, actions: Any) -> tuple:
         key, sub = jax.random.split(key)
         acts = _actions_dict(view, actions)
-        # JaxMARL's own step (its autoreset: the reset where the episode ended) and the
-        # step_env inside it, on the same key: XLA computes that step once (common
-        # subexpressions), and its outputs are the episode's true last views, which
-        # JaxMARL's step replaces by the reset ones.
-        obs_next, following, rewards, dones, _ = env.step(sub, state, acts)
-        obs_last, after, _, _, _ = env.step_env(jax.random.split(sub)[0], state, acts)
+        if not base_step:  # an env with a step of its own: call it, and step_env again for the last views
+            obs_next, following, rewards, dones, _ = env.step(sub, state, acts)
+            obs_last, after, _, _, _ = env.step_env(jax.random.split(sub)[0], state, acts)
+            return _step_outputs(key, following, after, obs_next, obs_last, rewards, dones)
+        # JaxMARL's MultiAgentEnv.step, written out (no env of jaxmarl 0.2.0 overrides it):
+        # step_env on the first half of the key, reset on the second, the reset kept where the
+        # episode ended. Written out, step_env's outputs (the TRUE last views, which step
+        # replaces) come from the one physics step. Calling step and step_env apart computed
+        # it twice: XLA does not merge the two (brax's loops), and MABrax ran at half speed.
+        k_step, k_reset = jax.random.split(sub)
+        obs_last, after, rewards, dones, _ = env.step_env(k_step, state, acts)
+        obs_reset, state_reset = env.reset(k_reset)
+        done_all = dones["__all__"]
+        following = jax.tree.map(lambda r, s: jax.lax.select(done_all, r, s), state_reset, after)
+        obs_next = jax.tree.map(lambda r, s: jax.lax.select(done_all, r, s), obs_reset, obs_last)
+        return _step_outputs(key, following, after, obs_next, obs_last, rewards, dones)
+
+    def _step_outputs(key: Any, following: Any, after: Any, obs_next: Any, obs_last: Any, rewards: Any,
+                      dones: Any) -> tuple:
         following = normalise(following, step_state)
         after = normalise(after, step_state)
         terminated, truncated = view.flags(after, dones)
