@@ -15,6 +15,8 @@ every dict (observations, rewards, terminateds, truncateds, infos) of every step
 
 from __future__ import annotations
 
+import gc
+import sys
 from functools import partial
 
 import numpy as np
@@ -196,3 +198,23 @@ def test_errors():
         parse_env_config({"backend": "dummy"})
     with pytest.raises(ValueError, match="must be one of dummy, subproc, ray, got 'threads'"):
         parse_env_config({"env_fn": fn, "backend": "threads"})
+
+
+def test_a_refused_batch_stays_the_callers_and_nothing_raises_when_collected(monkeypatch):
+    """A refused construction closes nothing (the batch is still the caller's) and leaves
+    no half-built env whose ``__del__`` raises later (an exception while pytest renders a
+    traceback has crashed the whole session)."""
+    unraised = []
+    monkeypatch.setattr(sys, "unraisablehook", unraised.append)
+    fn = partial(simple_spread_v3.parallel_env, N=3, max_cycles=5)
+    venv = mv.DummyVecEnv([fn], autoreset="disabled")
+    with pytest.raises(ValueError, match="autoreset='next_step'"):
+        MarlVecMultiAgentEnv(venv)
+    masked = mv.DummyVecEnv([partial(simple_spread_v3.parallel_env, continuous_actions=True)], autoreset="next_step")
+    with pytest.raises(ValueError, match="action_mask=True needs Discrete actions"):
+        MarlVecMultiAgentEnv(masked, action_mask=True)
+    gc.collect()
+    assert unraised == []
+    assert venv.reset(seed=0).obs.shape == (1, 3, 18) and masked.reset(seed=0).obs.shape[0] == 1
+    venv.close()
+    masked.close()

@@ -23,7 +23,6 @@ from marl_vec.compat.rllib import ENV_NAME, MarlVecEnvRunner
 
 SIMPLE_SPREAD = partial(simple_spread_v3.parallel_env, N=3, max_cycles=25)
 NATIVE = "native_simple_spread"
-register_env(NATIVE, lambda config: ParallelPettingZooEnv(SIMPLE_SPREAD()))
 
 _SAMPLED: list[Any] = []
 
@@ -56,6 +55,10 @@ def ppo_config(env: str, num_envs: int = 1, backend: str = "dummy", env_fn: Call
     if env == "face":
         return (config.environment(ENV_NAME, env_config={"env_fn": env_fn, "backend": backend})
                 .env_runners(env_runner_cls=MarlVecEnvRunner, **runners))
+    # Registered at each call, not at import: Tune's registry keeps a name in the Ray cluster
+    # running when it is registered (or the next one started), and an earlier test module's
+    # cluster, shut down since, would take it away with it.
+    register_env(NATIVE, lambda config: ParallelPettingZooEnv(SIMPLE_SPREAD()))
     return config.environment(NATIVE).env_runners(**runners)
 
 

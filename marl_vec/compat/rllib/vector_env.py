@@ -108,6 +108,9 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
     def __init__(self, venv: VecEnv, action_mask: bool = False, global_state: bool = False,
                  obs_dtype: Any = None):
         super().__init__()
+        # Until it is built, it has nothing to close: RLlib's ``__del__`` closes an env
+        # that is not ``closed``, and a refused batch stays the caller's.
+        self.closed = True
         self.pooled = venv.autoreset is AutoresetMode.SAME_STEP and hasattr(venv, "recv")
         if venv.autoreset is not AutoresetMode.NEXT_STEP and not self.pooled:
             raise ValueError(f"RLlib's runners reset a finished env at its next step: build the batch with "
@@ -125,6 +128,7 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
         self.envs = [Seat(i, self.translator.agents, obs_spaces, action_spaces) for i in range(venv.num_envs)]
         self.metadata = {"autoreset_mode": "next_step"}
         self._all = list(range(venv.num_envs))
+        self.closed = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list, list]:
         """Reset every env; env i gets ``seed + i`` (as ``SyncVectorMultiAgentEnv``)."""
