@@ -42,3 +42,13 @@ def _tune_cache_of_the_session(tmp_path_factory):
         os.environ.pop("MARL_VEC_TUNE_CACHE", None)
     else:
         os.environ["MARL_VEC_TUNE_CACHE"] = old
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in pytest's process for the test, also when
+    pytest was started with SIGINT ignored (a background job, ``nohup``, some CI runners)."""
+    from tests.helpers.sigint import python_sigint
+
+    with python_sigint():
+        yield

@@ -161,7 +161,7 @@ class _SlowAttrEnv(SlowRecordingEnv):
 
 
 @pytest.mark.parametrize("step_in_main", [False, True])
-def test_answers_an_interrupted_call_owes_are_not_taken_for_pool_results(step_in_main):
+def test_answers_an_interrupted_call_owes_are_not_taken_for_pool_results(step_in_main, sigint_raises):
     # Ctrl-C during get_attr() leaves its answers owed; the pool's next send() must not read
     # them as the envs' step results (it did: env 0's result came with get_attr's answer as its
     # info and env 1 was handed out unstepped)

@@ -162,7 +162,7 @@ def test_the_workers_step_while_this_process_steps_its_envs_of_a_send():
         assert sorted(r.env_ids.tolist()) == [0, 1] and venv.get_attr("seen") == [[2], [1]]
 
 
-def test_a_first_ctrl_c_in_a_pool_step_of_this_process_loses_nothing():
+def test_a_first_ctrl_c_in_a_pool_step_of_this_process_loses_nothing(sigint_raises):
     with SubprocVecEnv([functools.partial(SlowRecordingEnv, delay=0.3)] * 4, num_workers=1, step_in_main=True,
                        batch_size=4) as venv:
         venv.reset()
@@ -181,7 +181,7 @@ def test_a_first_ctrl_c_in_a_pool_step_of_this_process_loses_nothing():
         assert venv.get_attr("seen") == [[1]] * 4
 
 
-def test_a_second_ctrl_c_in_a_pool_step_of_this_process_breaks_the_batch():
+def test_a_second_ctrl_c_in_a_pool_step_of_this_process_breaks_the_batch(sigint_raises):
     with SubprocVecEnv([functools.partial(SlowRecordingEnv, delay=0.5)] * 2, num_workers=1, step_in_main=True,
                        batch_size=2) as venv:
         venv.reset()
@@ -230,7 +230,7 @@ def test_an_env_error_in_this_process_s_block_under_the_pool_names_it():
         assert [venv.recv().env_ids.tolist() for _ in range(4)] == [[0], [1], [2], [3]]
 
 
-def test_a_first_ctrl_c_in_the_main_block_waits_for_its_step_to_be_whole():
+def test_a_first_ctrl_c_in_the_main_block_waits_for_its_step_to_be_whole(sigint_raises):
     # The main process's block (envs 2, 3) steps inside step_async: Ctrl-C arrives during env 2's step.
     with SubprocVecEnv([functools.partial(SlowRecordingEnv, delay=0.3)] * 4, num_workers=1,
                        step_in_main=True, env_seed=0) as venv:
