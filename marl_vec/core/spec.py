@@ -256,6 +256,8 @@ class EnvSpec:
         env_name: the env's name where the family knows one (for error messages).
         action_names: discrete actions' names, in action order, where the family knows them
             (Melting Pot's FORWARD, TURN_LEFT, FIRE_ZAP, ...); ``env_info()`` then has them too.
+        device: where the env computes its outputs, a torch device name (``"cuda:0"``: VMAS's
+            ``device=``); None: the host. Process and Ray backends refuse one off the CPU.
     """
 
     agents: tuple[str, ...]
@@ -281,6 +283,7 @@ class EnvSpec:
     turn_based: bool = False
     env_name: str | None = field(default=None, compare=False)
     action_names: tuple[str, ...] | None = None
+    device: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "agents", tuple(str(a) for a in self.agents))

@@ -108,6 +108,25 @@ class GroupStepper:
         result may hand out instead of a copy; given once. None (the default): copy."""
         return None
 
+    def supports_device(self) -> bool:
+        """Whether this stepper can write its outputs into tensors on a device (`bind_device`,
+        `step_device`) instead of the host buffers: a native engine that computes on torch
+        (VMAS). The default cannot: a VecEnv then copies the host buffers once per field."""
+        return False
+
+    def bind_device(self, outputs: Any) -> None:
+        """From now on write every output of the group's envs (observations of steps and
+        resets, reward, terminated, truncated, done; agent_mask and avail_actions once, here)
+        into ``outputs``, the group's rows of a `marl_vec.core.device_outputs.DeviceOutputs`,
+        and read actions from its ``actions``."""
+        raise NotImplementedError(f"{type(self).__name__} writes host buffers only")
+
+    def step_device(self) -> list[int]:
+        """Step the whole group into the bound device outputs; returns the local indices of the
+        envs whose episode ended. Where the mode resets at once, those envs have reset natively
+        and their ``reset`` writes the new episode's start (as after `step`)."""
+        raise NotImplementedError(f"{type(self).__name__} writes host buffers only")
+
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         """Step envs ``first`` to ``stop - 1``; see the class docstring."""
         adapters, act_rows = self.adapters, self.act_rows

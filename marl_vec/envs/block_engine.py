@@ -8,7 +8,9 @@ whole. The block (the family's engine) has three methods:
 
 - ``reset_slot(slot, seed)``: reset one env now or note it (deferred);
 - ``flush()``: reset every noted env in one native call and write their rows;
-- ``step()``: step every env of the block, outputs into the block's arrays.
+- ``step()``: step every env of the block, outputs into the block's arrays;
+- optionally ``bind_device(outputs)`` and ``step_device()`` (`GroupStepper.bind_device`):
+  the same, written into tensors on a device (VMAS).
 
 Autoreset modes: ``same_step`` and ``disabled`` only. ``next_step`` and
 ``one_episode`` leave finished envs out of a step, which one call over the
@@ -131,6 +133,17 @@ class BlockStepper(GroupStepper):
 
     def flush_resets(self) -> None:
         self.engine.flush()
+
+    def supports_device(self) -> bool:
+        return hasattr(self.engine, "step_device")
+
+    def bind_device(self, outputs: Any) -> None:
+        if not self.supports_device():
+            super().bind_device(outputs)
+        self.engine.bind_device(outputs)
+
+    def step_device(self) -> list[int]:
+        return self.engine.step_device()
 
     def step(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
         if first != 0 or stop != self.k:

@@ -43,6 +43,9 @@ class Family:
     makes: str  # what `id` names, for `marl-vec list` and errors
     # The values of env.kwargs.engine the family offers besides its default (`marl-vec tune` measures each).
     engines: tuple[str, ...] = ()
+    # Whether env.kwargs takes ``device`` (the env computes on a torch device): a config's
+    # vec.device then reaches it (marl_vec.tools.config).
+    takes_device: bool = False
 
 
 FAMILIES: dict[str, Family] = {
@@ -64,7 +67,8 @@ FAMILIES: dict[str, Family] = {
         Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
                "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
         Family("vmas", "marl_vec.envs.vmas", "make_vmas", "vmas",
-               "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football"),
+               "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football",
+               takes_device=True),
         Family("mamujoco", "marl_vec.envs.mamujoco", "make_mamujoco", "mamujoco",
                "a Multi-Agent MuJoCo scenario/split, e.g. Ant/2x4, HalfCheetah/6x1, Humanoid/9|8"),
         Family("meltingpot", "marl_vec.envs.meltingpot", "make_meltingpot", "meltingpot",

@@ -9,7 +9,9 @@ One idea: what `DummyVecEnv`'s ``array_backend`` and ``device`` do to a
   buffers (``torch.from_numpy``, made once): ``copy=False`` hands them out (the same
   ``data_ptr`` at every step), ``copy=True`` hands out clones. On another device
   (``"cuda:0"``) the tensors are preallocated there once, and each step writes them
-  in place (``Tensor.copy_``): one host-to-device copy per field per step.
+  in place (``Tensor.copy_``): one host-to-device copy per field per step. Where the
+  envs' engine writes on the device itself (VMAS: `use_outputs`), the tensors are its
+  outputs, preallocated once, and nothing is copied (nor read from the host).
 - ``"jax"``: ``jax.Array``s. On the CPU, ``copy=False`` hands out DLPack views of the
   buffers (64-byte aligned, so JAX takes them without a copy: the same
   ``unsafe_buffer_pointer`` at every step); ``copy=True`` one fresh array per field.
@@ -17,7 +19,8 @@ One idea: what `DummyVecEnv`'s ``array_backend`` and ``device`` do to a
 
 Actions may be numpy arrays, torch tensors or JAX arrays: CPU ones are read without a
 copy (``Tensor.numpy()``, ``numpy.from_dlpack``), device ones are brought to the host
-once (the engines step on the host buffers today).
+once, except for an engine that steps on the device (VMAS), which takes torch tensors
+there (`marl_vec.vec.device_actions`).
 
 May import: numpy, torch and jax (lazily), ``marl_vec.core.buffers``.
 
@@ -119,6 +122,14 @@ class DeviceArrays:
             if self.host:
                 self.views = {name: jax.dlpack.from_dlpack(array) for name, array in self._host_fields()}
 
+    def use_outputs(self, outputs: Any) -> None:
+        """Hand out ``outputs``' tensors (a `marl_vec.core.device_outputs.DeviceOutputs` that the
+        envs' engine writes on the device) instead of the host buffers: no copy per step."""
+        self.outputs = outputs
+        self.tensors = outputs.result_fields()
+
+    outputs: Any = None
+
     def _host_fields(self) -> list[tuple[str, np.ndarray]]:
         buf = self.buffers
         out = []
@@ -153,6 +164,9 @@ class DeviceArrays:
 
     def _field(self, name: str, copy: bool) -> Any:
         host = self.buffers.movers() if name == "acting" else getattr(self.buffers, name)
+        if self.outputs is not None:  # the engine wrote these on the device
+            tensor = self.tensors[name]
+            return tensor.clone() if copy else tensor
         if self.array_backend == "torch":
             if self.host:
                 return self.views[name].clone() if copy else self.views[name]

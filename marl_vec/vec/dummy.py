@@ -24,8 +24,11 @@ from typing import Any, Callable, Sequence
 from marl_vec.core.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.core.episode import AutoresetMode
-from marl_vec.core.group import EnvGroup
+from marl_vec.core.device_group import DeviceGroup
+from marl_vec.core.device_outputs import DeviceOutputs
+from marl_vec.core.group import EnvFinishedError, EnvGroup
 from marl_vec.vec.base import VecEnv, check_backend_args
+from marl_vec.vec.device_actions import DeviceActions
 from marl_vec.vec.device_arrays import DeviceArrays, host_array, is_host_device, parse_array_backend
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.results import StepResult
@@ -52,9 +55,12 @@ class DummyVecEnv(AsyncPool, VecEnv):
         array_backend: what results hold: ``"numpy"`` (default), ``"torch"`` (tensors) or
             ``"jax"`` (arrays); actions may come as any of them. See
             `marl_vec.vec.device_arrays` and docs/backends/device_arrays.md.
-        device: where torch/JAX results live (None: the CPU; ``"cuda:0"``, a ``torch.device``
-            or a JAX device). The envs step on the host: off the CPU that is one
-            host-to-device copy per field per step.
+        device: where torch/JAX results live (None: the CPU, or for torch the envs' own
+            device where their spec names one, as VMAS's ``device=``; ``"cuda:0"``, a
+            ``torch.device`` or a JAX device). Most envs step on the host: off the CPU that is
+            one host-to-device copy per field per step. An engine that steps on torch (VMAS)
+            writes its torch results in place on the device instead, and takes torch actions
+            there (`marl_vec.core.device_group`): no host memory on the way.
     """
 
     def __init__(
@@ -77,14 +83,19 @@ class DummyVecEnv(AsyncPool, VecEnv):
             raise ValueError(f"device={device!r} needs array_backend='torch' or 'jax'; numpy arrays live on the host")
         env_fns, mode = check_backend_args("DummyVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         adapters = [as_adapter(fn()) for fn in env_fns]
+        self._device_group: DeviceGroup | None = None
         try:
             super().__init__(adapters[0].spec, len(adapters), mode, copy, validate, stats_window, reward_dtype)
+            if device is None and self.array_backend == "torch":
+                device = self.spec.device  # the envs' own device (VMAS's device=), else the CPU
             self.buffers = BatchBuffers(self.spec, len(adapters), aligned=self.array_backend == "jax")
             self._device_arrays = (None if self.array_backend == "numpy"
                                    else DeviceArrays(self.buffers, self.array_backend, device))
             self.group = EnvGroup(
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
             )
+            if self.array_backend == "torch" and DeviceGroup.refusal(self.group) is None:
+                self._use_device_group()
         except BaseException:
             for adapter in adapters:
                 adapter.close()
@@ -96,9 +107,24 @@ class DummyVecEnv(AsyncPool, VecEnv):
         self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)])
         self._pool_errors: deque[BaseException] = deque()  # raised by the next recv(), in order
 
+    @property
+    def device(self) -> Any:
+        """Where results live: a ``torch.device`` (array_backend ``"torch"``), a JAX device
+        (``"jax"``), or None for numpy arrays on the host."""
+        return None if self._device_arrays is None else self._device_arrays.device
+
+    def _use_device_group(self) -> None:
+        """The group's engine writes torch results on the device itself (see `DeviceGroup`)."""
+        arrays = self._device_arrays
+        assert arrays is not None
+        outputs = DeviceOutputs.allocate(self.buffers, arrays.device)
+        self._device_group = DeviceGroup(self.group, outputs)
+        arrays.use_outputs(outputs)
+        self._device_actions = DeviceActions(self, outputs)
+
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         self._fresh_obs = None
-        infos = self.group.reset(seed, env_ids)
+        infos = (self.group if self._device_group is None else self._device_group).reset(seed, env_ids)
         self._pool_restart(env_ids)
         if env_ids is None:
             return infos
@@ -107,7 +133,16 @@ class DummyVecEnv(AsyncPool, VecEnv):
             out[i] = info
         return out
 
+    def _check_not_finished(self) -> None:
+        if self._device_group is None:
+            super()._check_not_finished()
+        elif self.group.finished:  # the host buffers' done is not written on the device path
+            raise EnvFinishedError.for_env(min(self.group.finished))
+
     def _write_actions(self, actions: Any) -> None:
+        if self._device_group is not None:
+            self._device_actions.write(actions)
+            return
         if self._device_arrays is not None:
             actions = host_array(actions)
         super()._write_actions(actions)
@@ -124,7 +159,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         return arrays.result(result, copy)
 
     def _step_async(self) -> None:
-        self._infos = self.group.step()
+        self._infos = self.group.step() if self._device_group is None else self._device_group.step()
         if self.copy and self._device_arrays is None:
             self._fresh_obs = self.group.take_obs()  # for the result; None where it must copy
         self._pool_restart(step=True)

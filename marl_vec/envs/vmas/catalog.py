@@ -9,7 +9,9 @@ is empty, and stays the place to name one with its reason.
 
 Options (``env.kwargs``): ``continuous_actions`` (VMAS's default True),
 ``max_steps`` (the episode limit, a truncation; VMAS's default None: no limit),
-``clamp_actions``, ``batched_reset`` (ours, default False: see `batch_seed`)
+``clamp_actions``, ``batched_reset`` (ours, default False: see `batch_seed`),
+``device`` (the torch device VMAS runs on, default ``"cpu"``: see `parse_device`; off the
+CPU only DummyVecEnv serves it, best with ``array_backend="torch"``: docs/families/vmas.md)
 and any keyword of the scenario itself (``n_agents``, ...).
 Options that belong to the batch or that we fix are refused with the reason
 (`REFUSED`).
@@ -77,8 +79,6 @@ SPLIT_DEPENDENT = {
 REFUSED = {
     "num_envs": "the batch sets it (VMAS's batch_dim is a block's number of envs, padded to a multiple of 32)",
     "seed": "envs are seeded by the VecEnv (env_seed, reset(seed=...))",
-    "device": ("the family runs VMAS on the CPU (its outputs are copied into numpy buffers); for torch results "
-               "on a device pass DummyVecEnv(array_backend='torch', device=...) (docs/backends/device_arrays.md)"),
     "wrapper": "the family is the wrapper",
     "wrapper_kwargs": "the family is the wrapper",
     "dict_spaces": "the family reads VMAS's outputs as lists, in agent order",
@@ -86,7 +86,7 @@ REFUSED = {
     "grad_enabled": "the outputs are copied into numpy buffers, so no gradient could flow",
     "multidiscrete_actions": "the family serves Discrete (continuous_actions=False) and Box actions",
 }
-OPTIONS = ("continuous_actions", "max_steps", "clamp_actions", "batched_reset")
+OPTIONS = ("continuous_actions", "max_steps", "clamp_actions", "batched_reset", "device")
 
 
 def resolve(env_id: str) -> str:
@@ -104,8 +104,10 @@ def split_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], 
         if key in REFUSED:
             raise ValueError(f"VMAS scenario {env_id!r}: env.kwargs {key!r} is not an option here: {REFUSED[key]}; "
                              f"options: {', '.join(OPTIONS)} and the scenario's own keywords")
-    options = {"continuous_actions": True, "max_steps": None, "clamp_actions": False, "batched_reset": False}
+    options = {"continuous_actions": True, "max_steps": None, "clamp_actions": False, "batched_reset": False,
+               "device": "cpu"}
     options.update({k: v for k, v in kwargs.items() if k in OPTIONS})
+    options["device"] = parse_device(options["device"], check=False)
     if not isinstance(options["batched_reset"], bool):
         raise ValueError(f"VMAS scenario {env_id!r}: batched_reset must be true or false, "
                          f"got {options['batched_reset']!r}")
@@ -113,6 +115,31 @@ def split_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"VMAS scenario {env_id!r}: max_steps must be a positive int or None, got {limit!r}")
     return options, {k: v for k, v in kwargs.items() if k not in OPTIONS}
+
+
+def parse_device(value: Any, check: bool = True) -> str:
+    """``value`` (a string such as ``"cpu"``, ``"cuda:0"``, or a ``torch.device``) as torch's name
+    of the device; ``check``: a CUDA device needs CUDA here (one ValueError line naming what was
+    given and what there is). The spec is read on the CPU, so only the batch's VMAS env, made
+    where the envs step, needs the device (a process backend refuses it before that).
+
+    Examples:
+        >>> parse_device("cpu"), parse_device("cuda:1", check=False)
+        ('cpu', 'cuda:1')
+    """
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"VMAS device={value!r} is not a torch device (e.g. 'cpu', 'cuda', 'cuda:0'): {exc}") from None
+    if check and device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            there = ", ".join(["cpu"] + [f"cuda:{i}" for i in range(count)])
+            raise ValueError(f"VMAS device={value!r}: torch {torch.__version__} has "
+                             f"{'no CUDA' if count == 0 else f'{count} CUDA device(s)'} here; available: {there}")
+    return str(device)
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -144,10 +171,13 @@ def import_vmas() -> Any:
         return require("vmas", "vmas", "VMAS envs")
 
 
-def make_native(scenario: str, num_envs: int, options: dict[str, Any], scenario_kwargs: dict[str, Any]) -> Any:
-    """``vmas.make_env`` of ``num_envs`` envs on the CPU, asking for terminated and truncated apart.
-    Its own first reset (at construction, seeded 0) is overwritten by our per-env resets."""
+def make_native(scenario: str, num_envs: int, options: dict[str, Any], scenario_kwargs: dict[str, Any],
+                device: str | None = None) -> Any:
+    """``vmas.make_env`` of ``num_envs`` envs on ``device`` (None: the option's, checked), asking for
+    terminated and truncated apart. Its own first reset (at construction, seeded 0) is overwritten
+    by our per-env resets."""
     vmas = import_vmas()
-    return vmas.make_env(scenario, num_envs=num_envs, device="cpu", seed=0, terminated_truncated=True,
+    device = parse_device(options["device"]) if device is None else device
+    return vmas.make_env(scenario, num_envs=num_envs, device=device, seed=0, terminated_truncated=True,
                          continuous_actions=bool(options["continuous_actions"]), max_steps=options["max_steps"],
                          clamp_actions=bool(options["clamp_actions"]), **scenario_kwargs)

@@ -53,7 +53,7 @@ import numpy as np
 
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
-from marl_vec.envs.vmas.catalog import batch_seed, episode_seed
+from marl_vec.envs.vmas.catalog import batch_seed, episode_seed, parse_device
 from marl_vec.envs.vmas.model import Model, RandomState, model_of, raw_calls, seed_installed
 
 # The VMAS batch of a block of k envs is padded up to a multiple of this many envs. torch's CPU
@@ -87,7 +87,9 @@ class VmasBlock:
         self.torch = torch
         self.model, self.k = model, k
         self.width = padded_width(k)
-        self.random = RandomState()
+        self.device = parse_device(model.options["device"])  # checked here: where the envs step
+        self.on_cpu = self.device == "cpu"
+        self.random = RandomState(self.device)
         self.env = model.native(self.width, self.random)
         self.raw = raw_calls()  # VMAS's calls without their own random-state swap: ours is once a step
         # Each slot's seed and the number of episodes started from it (episode_seed's arguments).
@@ -102,22 +104,29 @@ class VmasBlock:
         # (width, size) float32 for Box actions, (width, 1) int64 for Discrete ones.
         self._actions = block.actions
         # The padding envs' rows stay 0 (no force; Discrete action 0, VMAS's no-op).
+        # _action_device: what VMAS reads, on its device (on the CPU: _action_buffer's memory).
         if model.continuous:
             self._action_buffer = np.zeros((self.width, len(model.action_sizes), max(model.action_sizes)), np.float32)
-            self._agent_actions = [torch.from_numpy(self._action_buffer[:, a, :size])
-                                   for a, size in enumerate(model.action_sizes)]
         else:
             self._action_buffer = np.zeros((self.width, len(model.action_sizes), 1), np.int64)
-            self._agent_actions = [torch.from_numpy(self._action_buffer[:, a]) for a in range(len(model.action_sizes))]
+        self._action_device = torch.from_numpy(self._action_buffer)
+        if not self.on_cpu:
+            self._action_device = self._action_device.to(self.device)
+        if model.continuous:
+            self._agent_actions = [self._action_device[:, a, :size] for a, size in enumerate(model.action_sizes)]
+        else:
+            self._agent_actions = [self._action_device[:, a] for a in range(len(model.action_sizes))]
         avail = None
         if not model.continuous:
             avail = np.zeros((len(model.action_sizes), max(model.action_sizes)), dtype=bool)
             for a, n in enumerate(model.action_sizes):
                 avail[a, :n] = True
+        self._avail = avail
         for row in self.rows:  # fixed for the block's life: written once
             row.agent_mask[...] = True
             if avail is not None and row.avail_actions is not None:
                 row.avail_actions[...] = avail
+        self.out: Any = None  # the group's DeviceOutputs rows, once bound (bind_device)
 
     # -- reset ------------------------------------------------------------------
 
@@ -140,7 +149,7 @@ class VmasBlock:
         env, raw = self.env, self.raw
         for slot in slots:
             self._ensure_base(slot)
-            seed_installed(episode_seed(self.base[slot], self.episode[slot]))  # type: ignore[arg-type]
+            seed_installed(episode_seed(self.base[slot], self.episode[slot]), self.random.cuda)  # type: ignore[arg-type]
             self.episode[slot] += 1
             raw.reset_at(env, slot, return_observations=False)
         return raw.get_from_scenario(env, get_observations=True, get_rewards=False, get_infos=False,
@@ -172,9 +181,12 @@ class VmasBlock:
             self.base[slot] = int(np.random.SeedSequence().entropy) % 2**64  # type: ignore[operator]
 
     def _write_rows(self, slots: list[int], obs: list[Any]) -> None:
+        if self.out is not None:
+            self._write_device_rows(slots, obs)
+            return
         target = self.block.obs
         for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
-            values = tensor.numpy()
+            values = _host(tensor)
             if len(slots) == 1:
                 target[slots[0], a, :size] = values[slots[0]]
             else:
@@ -193,16 +205,18 @@ class VmasBlock:
             np.copyto(self._action_buffer[:k], self._actions, casting="unsafe")
         else:
             np.copyto(self._action_buffer[:k, :, 0], self._actions, casting="unsafe")
+        if not self.on_cpu:  # VMAS on a device, results in host buffers: one copy each way
+            self._action_device.copy_(torch_from_numpy(self._action_buffer))
         with self.random.installed():  # one swap for the step and the resets of the envs that ended
             obs, rewards, terminated, truncated, _infos = self.raw.step(self.env, list(self._agent_actions))
             block = self.block
             for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
-                np.copyto(block.obs[:, a, :size], tensor.numpy()[:k])
+                np.copyto(block.obs[:, a, :size], _host(tensor)[:k])
             # Some scenarios give (width, 1) rewards or flags: a view of (width,), then the first k.
             for a, tensor in enumerate(rewards):
-                np.copyto(block.reward[:, a], tensor.numpy().reshape(width)[:k], casting="same_kind")
-            ended = terminated.numpy().reshape(width)[:k]
-            cut = truncated.numpy().reshape(width)[:k] & ~ended  # ended at the step limit: ended, not cut
+                np.copyto(block.reward[:, a], _host(tensor).reshape(width)[:k], casting="same_kind")
+            ended = _host(terminated).reshape(width)[:k]
+            cut = _host(truncated).reshape(width)[:k] & ~ended  # ended at the step limit: ended, not cut
             np.copyto(block.terminated, ended[:, None])
             np.copyto(block.truncated, cut[:, None])
             done = ended | cut
@@ -211,6 +225,65 @@ class VmasBlock:
                 slots = np.flatnonzero(done).tolist()
                 self.reset_obs = self._reset_native(slots)
                 self.fresh[slots] = True
+
+
+    # -- on a device (DummyVecEnv(array_backend="torch")) ---------------------------------
+
+    def bind_device(self, out: Any) -> None:
+        """Write into ``out`` (the group's `DeviceOutputs` rows) from now on; the fixed fields now."""
+        torch = self.torch
+        self.out = out
+        out.agent_mask.fill_(True)
+        if self._avail is not None and out.avail_actions is not None:
+            out.avail_actions.copy_(torch.from_numpy(self._avail))  # broadcast over the envs, once
+
+    def _write_device_rows(self, slots: list[int], obs: list[Any]) -> None:
+        target = self.out.obs
+        for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
+            if len(slots) == 1:
+                target[slots[0], a, :size].copy_(tensor[slots[0]])
+            else:
+                target[slots, a, :size] = tensor[slots].to(target.device)
+
+    def step_device(self) -> list[int]:
+        """`step` into the bound device tensors, actions read from ``out.actions`` (no host
+        memory on the way); returns the slots that ended (already reset natively)."""
+        if self.pending.any():
+            self.flush()
+        out, k, width = self.out, self.k, self.width
+        if self.model.continuous:
+            self._action_device[:k].copy_(out.actions)
+        else:
+            self._action_device[:k, :, 0].copy_(out.actions)
+        with self.random.installed():
+            obs, rewards, terminated, truncated, _infos = self.raw.step(self.env, list(self._agent_actions))
+            for a, (size, tensor) in enumerate(zip(self.sizes, obs)):
+                out.obs[:, a, :size].copy_(tensor[:k])
+            for a, tensor in enumerate(rewards):
+                out.reward[:, a].copy_(tensor.reshape(width)[:k])
+            ended = terminated.reshape(width)[:k]
+            cut = truncated.reshape(width)[:k] & ~ended
+            out.terminated.copy_(ended[:, None])
+            out.truncated.copy_(cut[:, None])
+            done = ended | cut
+            out.done.copy_(done)
+            self.fresh[...] = False
+            slots = done.nonzero().flatten().tolist()  # the step's one read to the host: which envs reset
+            if slots:
+                self.reset_obs = self._reset_native(slots)
+                self.fresh[slots] = True
+        return slots
+
+
+def _host(tensor: Any) -> np.ndarray:
+    """A VMAS output as numpy: zero-copy on the CPU, one copy from a device."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
+
+
+def torch_from_numpy(array: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(array)
 
 
 class VmasStepper(BlockStepper):

@@ -45,8 +45,12 @@ from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec
 class RandomState:
     """A private copy of VMAS's process-wide random state (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         self.saved: list[Any] = list(_shared_state())
+        # On a CUDA device VMAS draws from that device's generator too: its state, swapped in
+        # by `installed` beside the CPU ones (VMAS's own swap keeps none).
+        self.cuda = _cuda_index(device)
+        self.cuda_saved: Any = None if self.cuda is None else _cuda_state(self.cuda)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -76,22 +80,50 @@ class RandomState:
         """
         outside = _global_state()
         _set_global_state(self.saved)
+        cuda = self.cuda
+        if cuda is not None:
+            import torch
+
+            outside_cuda = torch.cuda.get_rng_state(cuda)
+            torch.cuda.set_rng_state(self.cuda_saved, cuda)
         try:
             yield
         finally:
             self.saved = _global_state()
             _set_global_state(outside)
+            if cuda is not None:
+                self.cuda_saved = torch.cuda.get_rng_state(cuda)
+                torch.cuda.set_rng_state(outside_cuda, cuda)
 
 
-def seed_installed(word: int) -> None:
+def seed_installed(word: int, cuda: int | None = None) -> None:
     """What ``vmas.Environment.seed(word)`` does to the generators VMAS draws from on the CPU
     (torch's CPU generator, numpy's and Python's), without ``torch.manual_seed``'s queueing of
-    CUDA, MPS and XPU seeds, which VMAS's saved state never holds."""
+    CUDA, MPS and XPU seeds, which VMAS's saved state never holds; ``cuda``: the index of the
+    CUDA device VMAS runs on, whose generator is seeded too."""
     import torch
 
     torch.default_generator.manual_seed(word)
     np.random.seed(word)
     random.seed(word)
+    if cuda is not None:
+        torch.cuda.default_generators[cuda].manual_seed(word)
+
+
+def _cuda_index(device: str) -> int | None:
+    """The index of a CUDA device name (``"cuda"``: the current one); None off CUDA."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return None
+    return torch.cuda.current_device() if dev.index is None else dev.index
+
+
+def _cuda_state(index: int) -> Any:
+    import torch
+
+    return torch.cuda.get_rng_state(index)
 
 
 def _global_state() -> list[Any]:
@@ -194,7 +226,7 @@ def _model(env_id: str, kwargs: dict[str, Any]) -> Model:
     scenario = resolve(env_id)
     options, scenario_kwargs = split_options(env_id, kwargs)
     with RandomState().active():  # the process's VMAS random state is left untouched
-        env = make_native(scenario, 1, options, scenario_kwargs)
+        env = make_native(scenario, 1, options, scenario_kwargs, device="cpu")  # the spec, whatever the device
         obs = env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)[0]
     agents = tuple(str(agent.name) for agent in env.agents)
     for agent, o in zip(agents, obs):
@@ -216,6 +248,7 @@ def _model(env_id: str, kwargs: dict[str, Any]) -> Model:
         actions_padded=actions_padded,
         state_is_obs=True,
         env_name=f"vmas/{scenario}",
+        device=None if options["device"] == "cpu" else options["device"],
     )
     return Model(key=(env_id, repr(sorted(kwargs.items()))), scenario=scenario, options=options,
                  scenario_kwargs=scenario_kwargs, spec=spec, obs_sizes=obs_sizes, action_sizes=action_sizes)
