@@ -380,9 +380,21 @@ def resolve_auto_backend(cfg: Config) -> Config:
     return apply_choice(cfg, choice)
 
 
+def env_kwargs(cfg: Config) -> dict[str, Any]:
+    """``env.kwargs``, with ``vec.device`` as ``device`` where the family computes on a torch device
+    (VMAS: `Family.takes_device`), torch results are asked (``vec.array_backend: torch``) and
+    the env's kwargs name no device of their own: the envs then step where the results live."""
+    kwargs = dict(cfg.env.kwargs)
+    vec = cfg.vec
+    if vec.device is not None and vec.array_backend == "torch" and "device" not in kwargs \
+            and FAMILIES[cfg.env.family].takes_device:
+        kwargs["device"] = vec.device
+    return kwargs
+
+
 def make_from_config(cfg: Config) -> VecEnv:
     cfg = resolve_auto_backend(cfg)
-    env_fn = make_env_fn(cfg.env.family, cfg.env.id, cfg.env.kwargs)
+    env_fn = make_env_fn(cfg.env.family, cfg.env.id, env_kwargs(cfg))
     vec = cfg.vec
     return make_vec(
         [env_fn] * vec.num_envs,

@@ -80,6 +80,20 @@ def refuse_device(backend: str, array_backend: Any, device: Any) -> None:
                          f"device={device!r} asked); use DummyVecEnv for torch or JAX results on a device")
 
 
+class HostOnlyError(ValueError):
+    """A process or Ray backend given envs that compute on a device (``spec.device``: VMAS's
+    ``device="cuda:0"``): their results cross processes through host memory."""
+
+
+def refuse_env_device(backend: str, spec: Any) -> None:
+    """Raise `HostOnlyError` where ``spec.device`` is off the CPU, naming DummyVecEnv."""
+    device = getattr(spec, "device", None)
+    if not is_host_device(device):
+        raise HostOnlyError(f"{backend} keeps results in host memory, but the envs ({spec.env_name or 'this env'}) "
+                            f"compute on device {device!r}; use DummyVecEnv(array_backend='torch') for device results, "
+                            "or the env's device='cpu'")
+
+
 class DeviceArrays:
     """The torch or JAX face of a batch's buffers (see the module doc).
 
@@ -105,10 +119,11 @@ class DeviceArrays:
 
             self.torch = torch
             self.device = torch.device("cpu" if device is None else device)
+            if self.device.type == "cuda" and not torch.cuda.is_available():
+                raise ValueError(f"device={device!r}: torch {torch.__version__} has no CUDA here; available: cpu")
             self.views = {name: torch.from_numpy(array) for name, array in self._host_fields()}
-            # Off the host: preallocated once on the device, written in place each step.
-            self.tensors = self.views if self.host else {
-                name: torch.empty(view.shape, dtype=view.dtype, device=self.device) for name, view in self.views.items()}
+            # Off the host: preallocated once on the device (at the first result), written in place each step.
+            self.tensors = self.views if self.host else {}
         else:
             import jax
 
@@ -170,7 +185,10 @@ class DeviceArrays:
         if self.array_backend == "torch":
             if self.host:
                 return self.views[name].clone() if copy else self.views[name]
-            tensor = self.tensors[name]
+            tensor = self.tensors.get(name)
+            if tensor is None:
+                view = self.views[name]
+                tensor = self.tensors[name] = self.torch.empty(view.shape, dtype=view.dtype, device=self.device)
             tensor.copy_(self.views[name])  # host buffer -> preallocated device tensor, in place
             return tensor.clone() if copy else tensor
         jax = self.jax

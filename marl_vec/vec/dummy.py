@@ -89,11 +89,11 @@ class DummyVecEnv(AsyncPool, VecEnv):
             if device is None and self.array_backend == "torch":
                 device = self.spec.device  # the envs' own device (VMAS's device=), else the CPU
             self.buffers = BatchBuffers(self.spec, len(adapters), aligned=self.array_backend == "jax")
-            self._device_arrays = (None if self.array_backend == "numpy"
-                                   else DeviceArrays(self.buffers, self.array_backend, device))
-            self.group = EnvGroup(
+            self.group = EnvGroup(  # first: an engine on a device checks that device (VMAS)
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
             )
+            self._device_arrays = (None if self.array_backend == "numpy"
+                                   else DeviceArrays(self.buffers, self.array_backend, device))
             if self.array_backend == "torch" and DeviceGroup.refusal(self.group) is None:
                 self._use_device_group()
         except BaseException:

@@ -27,6 +27,7 @@ from marl_vec.core.buffers import BatchBuffers
 from marl_vec.core.errors import SameEnvError, SetupError
 from marl_vec.core.spec import SpecMismatchError
 from marl_vec.vec.base import with_reward_dtype
+from marl_vec.vec.device_arrays import HostOnlyError, refuse_env_device
 from marl_vec.vec.ray.session import ray_module
 from marl_vec.vec.worker import run_command
 
@@ -73,7 +74,7 @@ class GroupHost:
         # Envs of this block whose specs differ, or a setup error (a missing extra, an unknown
         # id): the driver raises it itself (see spec()), as in this process, instead of a dead
         # actor's error after Ray printed its traceback.
-        self.mismatch: SpecMismatchError | SetupError | SameEnvError | None = None
+        self.mismatch: SpecMismatchError | SetupError | SameEnvError | HostOnlyError | None = None
         adapters: list = []
         try:
             for fn in env_fns:
@@ -87,7 +88,8 @@ class GroupHost:
             check_distinct_envs(adapters, start)
             for j, adapter in enumerate(adapters[1:], 1):
                 adapters[0].spec.check_same(adapter.spec, start + j)
-        except (SpecMismatchError, SameEnvError) as err:
+            refuse_env_device("RayVecEnv", adapters[0].spec)  # before the envs' engines are built
+        except (SpecMismatchError, SameEnvError, HostOnlyError) as err:
             self.mismatch = err
             for adapter in adapters:
                 adapter.close()

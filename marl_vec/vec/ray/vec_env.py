@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from marl_vec.vec.device_arrays import HostOnlyError, refuse_env_device
 from marl_vec.core import spaces
 from marl_vec.core.buffers import BatchBuffers
 from marl_vec.core.episode import AutoresetMode
@@ -189,11 +190,12 @@ class RayVecEnv(RayPool, RayTransport, RayFaults, AsyncPool, VecEnv):
             self._asks = f"{per} CPU and resources {dict(opts['resources_per_worker'] or {})}"
             specs = self._gather([a.spec.remote() for a in self.actors], "start")
             for other in specs:  # envs of one actor's block that differ, are one object, or could not be made
-                if isinstance(other, (SpecMismatchError, SameEnvError, SetupError)):
+                if isinstance(other, (SpecMismatchError, SameEnvError, SetupError, HostOnlyError)):
                     raise other
             spec = specs[0]
             for block, other in zip(self.blocks[1:], specs[1:]):
                 spec.check_same(other, block.start)
+            refuse_env_device("RayVecEnv", spec)
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             self._here = driver_node(ray) if self.transport == "auto" else None
             local = self._local_actors(range(workers))

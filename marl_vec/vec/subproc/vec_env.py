@@ -46,6 +46,7 @@ import pickle
 import weakref
 from typing import Any, Callable, Sequence
 
+from marl_vec.vec.device_arrays import refuse_env_device
 from marl_vec.core.buffers import BatchBuffers, block_name
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.errors import PoolNotReadyError, WorkerDiedError, WorkerError
@@ -199,6 +200,7 @@ class SubprocVecEnv(SubprocPool, SubprocTransport, SubprocLifecycle, SubprocFaul
             start_timeout = None if timeout is None else max(timeout, START_TIMEOUT)
             replies = self._collect("start", range(num_workers + local), start_timeout)
             spec = self._check_specs(replies)
+            refuse_env_device("SubprocVecEnv", spec)  # before the workers build the envs' engines
             super().__init__(spec, num_envs, mode, copy, validate, stats_window, reward_dtype)
             # Forked workers unlink the block if this process is killed (worker_main): no
             # resource tracker process (~7 MB) needed. Other start methods run one anyway.
