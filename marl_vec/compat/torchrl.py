@@ -119,11 +119,14 @@ class TorchRLEnv(EnvBase):
             the first reset). Refused for continuous actions.
         agent_mask: expose ``(group, "mask")``, which agents are alive.
         seed: reset with this seed at construction; None: the VecEnv's ``env_seed``.
-        device: where the tensors go (the VecEnv's arrays are on the CPU).
+        device: where the tensors go. None: the CPU for a numpy-mode VecEnv; for a
+            torch-mode DummyVecEnv (``array_backend="torch"``) its own ``device``, where its
+            tensors are passed through (VMAS's engine writes them there: no host round trip);
+            another device is refused.
     """
 
     def __init__(self, venv: VecEnv, group_map: GroupMap | str | None = None, action_mask: bool | None = None,
-                 agent_mask: bool = False, seed: int | None = None, device: Any = "cpu"):
+                 agent_mask: bool = False, seed: int | None = None, device: Any = None):
         if not isinstance(venv, VecEnv):
             raise TypeError(f"TorchRLEnv wraps a marl_vec VecEnv, got {type(venv).__name__}")
         if venv.autoreset not in (AutoresetMode.SAME_STEP, AutoresetMode.FAST):
@@ -131,10 +134,18 @@ class TorchRLEnv(EnvBase):
                 f"TorchRLEnv needs a VecEnv with autoreset='same_step' or 'fast' (TorchRL resets finished envs "
                 f"itself, after seeing the final observation), got autoreset={venv.autoreset.value!r}"
             )
-        if getattr(venv, "array_backend", "numpy") != "numpy":
-            raise ValueError(f"TorchRLEnv makes its own tensors on its device= (got a VecEnv with array_backend="
-                             f"{venv.array_backend!r}); give it a numpy-mode VecEnv (array_backend='numpy')")
-        super().__init__(device=device, batch_size=torch.Size([venv.num_envs]), allow_done_after_reset=False)
+        array_backend = getattr(venv, "array_backend", "numpy")
+        if array_backend not in ("numpy", "torch"):
+            raise ValueError(f"TorchRLEnv takes a VecEnv with array_backend 'numpy' or 'torch', got {array_backend!r}")
+        self._torch_mode = array_backend == "torch"
+        if self._torch_mode:
+            own = torch.device(venv.device)
+            if device is not None and torch.device(device) != own:
+                raise ValueError(f"TorchRLEnv passes a torch-mode VecEnv's tensors through on its device {own}; "
+                                 f"got device={device!r} (leave it out, or build the VecEnv with device={device!r})")
+            device = own
+        super().__init__(device="cpu" if device is None else device, batch_size=torch.Size([venv.num_envs]),
+                         allow_done_after_reset=False)
         self.venv = venv
         spec: EnvSpec = venv.spec
         self.group_map = _check_group_map(group_map, spec.agents)
@@ -151,6 +162,12 @@ class TorchRLEnv(EnvBase):
         self._agent_mask = bool(agent_mask)
         self._actions = np.zeros((venv.num_envs, spec.n_agents, *spec.action_shape),
                                  dtype=np.int64 if self._discrete else np.float32)
+        if self._torch_mode:  # actions stay on the device: the VecEnv takes them there
+            self._actions = torch.from_numpy(self._actions).to(self.device)
+        # Index tensors of the groups that are not contiguous, made once where the tensors live.
+        self._home = self.device if self._torch_mode else torch.device("cpu")  # where results arrive
+        self._group_ix = {g: idx if isinstance(idx, slice) else torch.as_tensor(idx, device=self._home)
+                          for g, idx in self._group_index.items()}
 
         # With copy=False the VecEnv hands back its buffers, which the next step
         # overwrites; TorchRL keeps every step's tensors, so the face copies them.
@@ -167,7 +184,7 @@ class TorchRLEnv(EnvBase):
         # The latest StepResult: its obs/state/avail rows are each env's current
         # observation, i.e. the new episode's start where an env just finished.
         self._current = first
-        self._just_reset = np.ones(venv.num_envs, dtype=bool)
+        self._just_reset = torch.ones(venv.num_envs, dtype=torch.bool, device=self.device)
 
     # -- specs -----------------------------------------------------------------------
 
@@ -209,7 +226,7 @@ class TorchRLEnv(EnvBase):
         self.done_spec = done
 
     def _check_arrays(self, result: StepResult) -> None:
-        if not isinstance(result.obs, np.ndarray):
+        if not isinstance(result.obs, torch.Tensor):
             raise TypeError(
                 "TorchRLEnv supports array observations only; this VecEnv's observations are "
                 f"{type(result.obs).__name__} (Dict/Tuple spaces are not supported)"
@@ -237,11 +254,11 @@ class TorchRLEnv(EnvBase):
             self._just_reset[:] = True
             return self._output(self._current, step=False)
         # Envs that finished at the last step are already at their new episode's start.
-        to_reset = np.flatnonzero(wanted & ~self._just_reset)
+        to_reset = np.flatnonzero(wanted & ~self._just_reset.cpu().numpy())
         if len(to_reset):
             fresh = self._own(self.venv.reset(env_ids=to_reset.tolist()))
-            self._current = self._merge(self._current, fresh, to_reset)
-        self._just_reset[wanted] = True
+            self._current = self._merge(self._current, fresh, torch.as_tensor(to_reset, device=self._home))
+        self._just_reset[torch.as_tensor(wanted, device=self.device)] = True
         return self._output(self._current, step=False)
 
     def _reset_mask(self, tensordict: TensorDictBase | None) -> np.ndarray | None:
@@ -257,17 +274,19 @@ class TorchRLEnv(EnvBase):
         return np.logical_or.reduce(masks) if masks else None
 
     def _own(self, r: StepResult) -> StepResult:
-        """``r`` itself, or (for a ``copy=False`` VecEnv) a copy of its arrays."""
-        if not self._copy:
-            return r
-        own = lambda a: None if a is None else a.copy()  # noqa: E731
+        """``r``'s arrays as tensors: a torch-mode VecEnv's as they are, numpy ones viewed
+        (``torch.from_numpy``); copies of them for a ``copy=False`` VecEnv."""
+        if self._torch_mode:
+            own: Any = (lambda a: None if a is None else a.clone()) if self._copy else (lambda a: a)  # noqa: E731
+        else:
+            own = (lambda a: None if a is None else torch.from_numpy(a.copy() if self._copy else a))  # noqa: E731
         return StepResult(own(r.obs), own(r.state), own(r.avail_actions), own(r.agent_mask), own(r.reward),
                           own(r.terminated), own(r.truncated), own(r.done), r.infos,
                           own(r.final_obs), own(r.final_state), own(r.final_avail_actions),
                           acting=own(r.acting), final_acting=own(r.final_acting))
 
     @staticmethod
-    def _merge(old: StepResult, fresh: StepResult, rows: np.ndarray) -> StepResult:
+    def _merge(old: StepResult, fresh: StepResult, rows: torch.Tensor) -> StepResult:
         """The current arrays with ``rows`` taken from a partial reset's result."""
         merged = {}
         for name in ("obs", "state", "avail_actions", "agent_mask", "acting"):
@@ -275,7 +294,7 @@ class TorchRLEnv(EnvBase):
             if a is None:
                 merged[name] = None
                 continue
-            a = a.copy()
+            a = a.clone()
             a[rows] = b[rows]
             merged[name] = a
         return StepResult(merged["obs"], merged["state"], merged["avail_actions"], merged["agent_mask"],
@@ -283,57 +302,57 @@ class TorchRLEnv(EnvBase):
                           acting=merged["acting"])
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        for group, idx in self._group_index.items():
-            self._actions[:, idx] = tensordict.get((group, "action")).detach().cpu().numpy()
+        if self._torch_mode:  # on the device, no host copy
+            for group, ix in self._group_ix.items():
+                self._actions[:, ix] = tensordict.get((group, "action")).detach()
+        else:
+            for group, idx in self._group_index.items():
+                self._actions[:, idx] = tensordict.get((group, "action")).detach().cpu().numpy()
         result = self._own(self.venv.step(self._actions))
         self._current = result
-        done = result.done
-        self._just_reset[:] = done
+        self._just_reset.copy_(result.done)
         return self._output(result, step=True)
 
     # -- building the tensordicts ---------------------------------------------------------
 
     def _output(self, r: StepResult, step: bool) -> TensorDictBase:
-        """TorchRL's view of a result; after a step, finished envs show their final observation."""
+        """TorchRL's view of a result (tensors: `_own`); after a step, finished envs show their
+        final observation (picked by ``torch.where``, on the device: no read of ``done``)."""
         E = self.venv.num_envs
         obs, state, avail, alive, acting = r.obs, r.state, r.avail_actions, r.agent_mask, r.acting
-        done = r.done if step else np.zeros(E, dtype=bool)
-        if step and done.any():
-            obs, state = obs.copy(), None if state is None else state.copy()
-            if self._turn_based:
-                acting = acting.copy()
-                acting[done] = r.final_acting[done]
-            obs[done] = r.final_obs[done]
-            if state is not None:
-                state[done] = r.final_state[done]
-            if avail is not None:
-                avail = avail.copy()
-                avail[done] = r.final_avail_actions[done]
-            if self._agent_mask:  # the final step's too: the agents that had not ended (PettingZooWrapper's
-                alive = alive.copy()  # env.agents after the step: none, as every agent of a done env ended)
-                alive[done] = ~(r.terminated[done] | r.truncated[done])
-        obs_t = torch.from_numpy(obs)
+        dev = obs.device
         out: dict[str, Any] = {}
         if step:
-            terminated = r.terminated
-            truncated = r.truncated
-            root_terminated = done & terminated.all(axis=1)
-            out["done"] = torch.from_numpy(done.reshape(E, 1).copy())
-            out["terminated"] = torch.from_numpy(root_terminated.reshape(E, 1))
-            out["truncated"] = torch.from_numpy((done & ~root_terminated).reshape(E, 1))
-            reward_t = torch.from_numpy(r.reward.astype(np.float32, copy=False))
-            agent_done = torch.from_numpy(terminated | truncated)
-            terminated_t, truncated_t = torch.from_numpy(terminated), torch.from_numpy(truncated)
+            done = r.done
+
+            def final(current: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+                return torch.where(done.reshape(E, *(1,) * (current.ndim - 1)), last, current)
+
+            obs = final(obs, r.final_obs)
+            if state is not None:
+                state = final(state, r.final_state)
+            if self._turn_based:
+                acting = final(acting, r.final_acting)
+            if avail is not None:
+                avail = final(avail, r.final_avail_actions)
+            terminated, truncated = r.terminated, r.truncated
+            if self._agent_mask:  # the final step's too: the agents that had not ended (PettingZooWrapper's
+                alive = final(alive, ~(terminated | truncated))  # env.agents after the step: none of a done env)
+            root_terminated = done & terminated.all(dim=1)
+            out["done"] = done.reshape(E, 1).clone()
+            out["terminated"] = root_terminated.reshape(E, 1)
+            out["truncated"] = (done & ~root_terminated).reshape(E, 1)
+            reward_t = r.reward.to(torch.float32)
+            agent_done = terminated | truncated
         else:
             for k in ("done", "terminated", "truncated"):
-                out[k] = torch.zeros(E, 1, dtype=torch.bool)
-        avail_t = torch.from_numpy(avail) if (self._action_mask and avail is not None) else None
-        acting_t = torch.from_numpy(acting) if self._turn_based else None
+                out[k] = torch.zeros(E, 1, dtype=torch.bool, device=dev)
+        avail_t = avail if (self._action_mask and avail is not None) else None
+        acting_t = acting if self._turn_based else None
         # The action spec's mask: agents not to move may take any action (it is ignored).
         spec_mask_t = avail_t if acting_t is None or avail_t is None else avail_t | ~acting_t.unsqueeze(-1)
-        for group, idx in self._group_index.items():
-            ix = idx if isinstance(idx, slice) else torch.from_numpy(idx)
-            g: dict[str, Any] = {"observation": obs_t[:, ix]}
+        for group, ix in self._group_ix.items():
+            g: dict[str, Any] = {"observation": obs[:, ix]}
             if avail_t is not None:
                 g["action_mask"] = avail_t[:, ix]
                 assert spec_mask_t is not None
@@ -341,19 +360,19 @@ class TorchRLEnv(EnvBase):
             if acting_t is not None:
                 g["acting"] = acting_t[:, ix]
             if self._agent_mask:
-                g["mask"] = torch.from_numpy(alive)[:, ix]
+                g["mask"] = alive[:, ix]
             A = len(self.group_map[group])
             if step:
                 g["reward"] = reward_t[:, ix].unsqueeze(-1)
                 g["done"] = agent_done[:, ix].unsqueeze(-1)
-                g["terminated"] = terminated_t[:, ix].unsqueeze(-1)
-                g["truncated"] = truncated_t[:, ix].unsqueeze(-1)
+                g["terminated"] = terminated[:, ix].unsqueeze(-1)
+                g["truncated"] = truncated[:, ix].unsqueeze(-1)
             else:
                 for k in ("done", "terminated", "truncated"):
-                    g[k] = torch.zeros(E, A, 1, dtype=torch.bool)
+                    g[k] = torch.zeros(E, A, 1, dtype=torch.bool, device=dev)
             out[group] = TensorDict(g, batch_size=(E, A))
         if self._has_state:
-            out["state"] = torch.from_numpy(state)
+            out["state"] = state
         return TensorDict(out, batch_size=(E,), device=self.device)
 
     # -- the rest of EnvBase ------------------------------------------------------------------
