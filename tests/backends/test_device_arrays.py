@@ -116,7 +116,17 @@ def test_copy_false_hands_out_the_preallocated_buffers_at_every_step():
         for _ in range(10):
             r = venv.step(torch.zeros((K, 3), dtype=torch.int64))
             assert {name: getattr(r, name).data_ptr() for name in pointers} == pointers
-        assert r.obs.data_ptr() == venv.buffers.obs.ctypes.data  # the batch buffer itself: no copy
+        # VMAS's engine writes torch results itself (tests/families/test_vmas_device.py), not the buffers.
+        assert r.obs.data_ptr() != venv.buffers.obs.ctypes.data
+    import gymnasium as gym
+
+    with mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * K, array_backend="torch", copy=False) as venv:
+        r = venv.reset()
+        pointer = r.obs.data_ptr()
+        for _ in range(10):
+            r = venv.step(torch.zeros((K, 1), dtype=torch.int64))
+            assert r.obs.data_ptr() == pointer
+        assert r.obs.data_ptr() == venv.buffers.obs.ctypes.data  # a family on the host: the batch buffer itself
     with _vmas(array_backend="jax", copy=False) as venv:
         r = venv.reset()
         pointers = {name: getattr(r, name).unsafe_buffer_pointer() for name in FIELDS if getattr(r, name) is not None}
@@ -188,13 +198,17 @@ def test_configs_take_vec_array_backend():
         mv.make(cfg, num_envs=2, backend="subproc", array_backend="torch")
 
 
-def test_the_torchrl_face_says_it_takes_a_numpy_mode_vecenv():
+def test_the_torchrl_face_takes_numpy_and_torch_modes_not_jax():
     pytest.importorskip("torchrl")
+    pytest.importorskip("jax")
     import gymnasium as gym
 
     from marl_vec.compat.torchrl import TorchRLEnv
 
-    venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, array_backend="torch")
-    with pytest.raises(ValueError, match="TorchRLEnv makes its own tensors.*array_backend='numpy'"):
+    venv = mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, array_backend="jax", reward_dtype="float32")
+    with pytest.raises(ValueError, match="TorchRLEnv takes a VecEnv with array_backend 'numpy' or 'torch', got 'jax'"):
         TorchRLEnv(venv)
     venv.close()
+    env = TorchRLEnv(mv.DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2, array_backend="torch"))
+    assert env.device == torch.device("cpu") and env.rollout(3)["next", "agents", "reward"].shape == (2, 3, 1, 1)
+    env.close()

@@ -33,10 +33,19 @@ def test_unknown_scenario_names_what_is_served():
 
 
 @pytest.mark.parametrize("key,why", [("num_envs", "the batch sets it"), ("seed", "env_seed"),
-                                     ("device", "on the CPU"), ("multidiscrete_actions", "Discrete")])
+                                     ("multidiscrete_actions", "Discrete")])
 def test_options_of_the_batch_are_refused_with_the_reason(key, why):
     with pytest.raises(ValueError, match=rf"env.kwargs '{key}' is not an option here: .*{why}.*options: continuous_actions"):
         make_env("vmas", "balance", **{key: 1})
+
+
+def test_device_is_an_option_read_by_torch():
+    # The spec is read on the CPU whatever the device; the batch's VMAS env is made on it
+    # (tests/families/test_vmas_device.py).
+    assert make_env("vmas", "balance", device="cuda:0").spec.device == "cuda:0"
+    assert make_env("vmas", "balance", device="cpu").spec.device is None
+    with pytest.raises(ValueError, match=r"VMAS device=1\.5 is not a torch device"):
+        make_env("vmas", "balance", device=1.5)
 
 
 def test_bad_max_steps_is_refused():
