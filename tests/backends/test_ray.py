@@ -355,3 +355,15 @@ def test_tree_observations_and_float64_rewards_equal_dummy(transport):
             for leaf_r, leaf_d in zip(spaces.tree_leaves(getattr(r, name)), spaces.tree_leaves(getattr(d, name))):
                 np.testing.assert_array_equal(leaf_r, leaf_d, err_msg=f"{name} at step {t}")
                 assert leaf_r.dtype == leaf_d.dtype
+
+
+def test_envs_on_a_device_are_refused_naming_dummyvecenv():
+    """VMAS with device="cuda:0" (no CUDA needed: the actors refuse before building the envs' engine)."""
+    pytest.importorskip("vmas")
+    from marl_vec.envs.registry import make_env_fn
+    from marl_vec.vec.device_arrays import HostOnlyError
+
+    fn = make_env_fn("vmas", "balance", {"max_steps": 5, "device": "cuda:0"})
+    with pytest.raises(HostOnlyError, match=r"^RayVecEnv keeps results in host memory, but the envs \(vmas/balance\) "
+                                            r"compute on device 'cuda:0'; use DummyVecEnv\(array_backend='torch'\)"):
+        RayVecEnv([fn] * 2, ray_config={"num_workers": 1})
