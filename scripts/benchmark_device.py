@@ -10,9 +10,11 @@ Issue 39's device check, one prepared script (under 8 minutes on one GPU):
 - 3 interleaved rounds of ``--seconds`` each; median env-steps/s and the ratios
   ours/direct (goal >= 0.9) and ours/numpy (goal >= 5) printed, with the device named.
 
-What ``ours`` is today: the families step on the host buffers and each step copies every
-field to the device once (docs/backends/device_arrays.md), so on a GPU this measures that
-path; the ratios say how far it is from the goals.
+What ``ours`` is today: VMAS is built on ``--device`` (its ``device`` option) and its engine
+writes the torch results there itself, actions taken there (no host copy per field:
+docs/families/vmas.md, "On a GPU"); ``numpy`` runs VMAS on the CPU, as numpy mode does by
+default. JaxMARL still steps on the host buffers and copies every field to the device once
+per step (docs/backends/device_arrays.md). The ratios say how far each is from the goals.
 
 ``--small`` runs every case with a few envs on the CPU (a check that the script runs):
 
@@ -46,8 +48,12 @@ def ours(family: str, env_id: str, kwargs: dict, n: int, device: str, array_back
     """marl_vec: torch (VMAS) / JAX (JaxMARL) results on ``device``, or numpy mode (None)."""
     backend = array_backend or "numpy"
     extra = {} if array_backend is None else {"device": device, "copy": False}
+    if family == "vmas" and array_backend == "torch":  # VMAS on the device, results written there
+        kwargs = {**kwargs, "device": device}
     venv = mv.DummyVecEnv([make_env_fn(family, env_id, kwargs)] * n, env_seed=0, array_backend=backend,
                          validate=False, **extra)  # random actions, unchecked (SMAX has unavailable ones)
+    if family == "vmas" and array_backend == "torch":
+        assert venv._device_group is not None, "the engine's device path is not in use"
     r = venv.reset()
     spec = venv.spec
     rng = np.random.default_rng(0)
