@@ -33,6 +33,14 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   They raise ValueError at construction with the reason.
 
+On a device (the option ``device``, `catalog.parse_device`): the block's
+``vmas.Environment`` is built there. With ``DummyVecEnv(array_backend="torch")`` the
+group binds the block to its `DeviceOutputs` (`VmasBlock.bind_device`) and steps it by
+`VmasBlock.step_device`: actions read from the device tensor, every output written by
+``Tensor.copy_`` into the preallocated device tensors, one read to the host (which
+envs ended). Otherwise (numpy mode, or VMAS off the CPU under numpy mode) the outputs
+go into the host buffers as above (``Tensor.cpu()`` first where VMAS is off the CPU).
+
 May import: numpy, torch and vmas (lazily), ``marl_vec.core.buffers``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.vmas.{catalog,model}``.
 
