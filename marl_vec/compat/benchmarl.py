@@ -53,7 +53,7 @@ try:
     import torch
     from benchmarl.environments.common import TaskClass
     from torchrl.data import Composite
-    from torchrl.envs import DoubleToFloat, EnvBase, Transform
+    from torchrl.envs import DoubleToFloat, EnvBase, FlattenObservation, Transform
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("benchmarl", "benchmarl", "MarlVecTask", exc)) from exc
 
@@ -62,6 +62,10 @@ from marl_vec.tools.config import Config, load_config, make_from_config
 
 _KEYS = frozenset(("config", "group_map", "max_steps", "backend", "autoreset", "render"))
 # TorchRLEnv needs the next episode's start in the same step: these two modes give it.
+# The probe that reads the action type: one env in this process, without the config's
+# process-only options (a subproc config's num_workers would be refused by DummyVecEnv).
+_PROBE = {"vec.num_envs": 1, "vec.backend": "dummy", "vec.num_workers": None, "vec.start_method": None,
+          "vec.step_in_main": False, "vec.spin_us": 0.0, "vec.batch_size": None}
 _AUTORESETS = ("same_step", "fast")
 
 
@@ -139,7 +143,7 @@ class MarlVecTask(TaskClass):
     def _action_is_discrete(self) -> bool:
         if self._discrete is None:
             # Known only from the env itself: build one copy in this process, once.
-            probe = make_from_config(load_config(self.config["config"], {"vec.num_envs": 1, "vec.backend": "dummy"}))
+            probe = make_from_config(load_config(self.config["config"], _PROBE))
             try:
                 self._discrete = probe.spec.discrete
             finally:
@@ -153,10 +157,18 @@ class MarlVecTask(TaskClass):
         return self._has_action_switch() or self._action_is_discrete()
 
     def get_env_transforms(self, env: EnvBase) -> list[Transform]:
-        """float64 observations or state (MaMuJoCo's, gymnasium's MuJoCo) as float32, as BenchMARL's
-        own MeltingPot task does: its models are float32."""
-        leaves = env.full_observation_spec_unbatched.values(include_nested=True, leaves_only=True)
-        return [DoubleToFloat()] if any(leaf.dtype == torch.float64 for leaf in leaves) else []
+        """float64 observations or state (MaMuJoCo's, gymnasium's MuJoCo) as float32, and a Dict
+        observation's matrix leaves (Melting Pot's ``INTERACTION_INVENTORIES``) flattened to vectors,
+        as BenchMARL's own MeltingPot task does: its models are float32, and its CNN takes images
+        (H, W, C) and vectors only."""
+        spec = env.full_observation_spec_unbatched
+        leaves = spec.values(include_nested=True, leaves_only=True)
+        transforms: list[Transform] = [DoubleToFloat()] if any(leaf.dtype == torch.float64 for leaf in leaves) else []
+        matrices = [key for key, leaf in spec.items(include_nested=True, leaves_only=True)
+                    if isinstance(key, tuple) and len(key) > 2 and key[1] == "observation" and leaf.ndim == 3]
+        if matrices:  # (A, rows, cols) per group: flattened to (A, rows * cols)
+            transforms.append(FlattenObservation(in_keys=matrices, first_dim=-2, last_dim=-1))
+        return transforms
 
     def has_render(self, env: EnvBase) -> bool:
         return bool(self.config.get("render", False))

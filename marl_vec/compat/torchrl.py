@@ -10,7 +10,11 @@ with ``batch_size=(E,)`` and the agents split into groups:
   ``(group, "acting")`` (E, A_g) bool, the agent to move, for turn-based games
   (``spec.turn_based``: only its action is read; their action masks are on by default,
   and the action spec's mask lets the others take any action, which is ignored);
-  ``"state"`` (E, *state_shape) where the VecEnv has a state.
+  ``"state"`` (E, *state_shape) where the VecEnv has a state. A Dict observation space
+  (Melting Pot's ``RGB``, ``READY_TO_SHOOT``, ...) gives ``(group, "observation")`` as a
+  nested TensorDict with one entry per key, (E, A_g, *leaf_shape), a scalar leaf as
+  (E, A_g, 1) as TorchRL's ``MeltingpotEnv`` has it; Tuple spaces and object leaves
+  (Text, Graph) are refused.
 - ``(group, "action")``: discrete (E, A_g) int64 (categorical, never one-hot);
   continuous (E, A_g, *action_shape) float32 within the env's bounds.
 - ``(group, "reward")`` (E, A_g, 1) float32.
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from marl_vec.envs.extras import missing_extra_message
@@ -105,6 +110,34 @@ def _check_group_map(group_map: GroupMap | str | None, agents: tuple[str, ...]) 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+def _tree(fn: Any, *trees: Any) -> Any:
+    """``fn`` over the leaves of nested dicts (a Dict observation) or over plain arrays."""
+    if isinstance(trees[0], dict):
+        return {k: _tree(fn, *(t[k] for t in trees)) for k in trees[0]}
+    return fn(*trees)
+
+
+def _result_spec(value: Any, batch: tuple[int, ...], device: Any) -> Any:
+    """The spec of a result's tensor, or a Composite of a dict of them (shapes and dtypes as they are)."""
+    if isinstance(value, dict):
+        return Composite({k: _result_spec(v, batch, device) for k, v in value.items()}, shape=batch)
+    return Unbounded(shape=tuple(value.shape), dtype=value.dtype, device=device)
+
+
+def _leaf_specs(space: Any, batch: tuple[int, ...], device: Any) -> Any:
+    """A Composite mirroring a (nested) gymnasium Dict space, leaves batched over ``batch``;
+    scalar leaves get a trailing 1, as TorchRL's ``MeltingpotEnv``; other spaces are refused."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        return Composite({k: _leaf_specs(v, batch, device) for k, v in space.spaces.items()}, shape=batch)
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
+        raise TypeError(f"TorchRLEnv takes array and Dict observations (Box, Discrete, MultiBinary, MultiDiscrete "
+                        f"leaves); this VecEnv's observation space holds {space}")
+    shape = tuple(space.shape) or (1,)
+    return Unbounded(shape=(*batch, *shape), dtype=_torch_dtype(np.dtype(space.dtype)), device=device)
 
 
 class TorchRLEnv(EnvBase):
@@ -172,6 +205,12 @@ class TorchRLEnv(EnvBase):
         # With copy=False the VecEnv hands back its buffers, which the next step
         # overwrites; TorchRL keeps every step's tensors, so the face copies them.
         self._copy = not venv.copy
+        self._dict_obs = spec.obs_is_tree and isinstance(spec.obs_space, gym.spaces.Dict)
+        if spec.obs_is_tree and not self._dict_obs:
+            raise TypeError(f"TorchRLEnv takes array and Dict observations; this VecEnv's observation space is "
+                            f"{spec.obs_space} (Tuple spaces are not supported: use a Dict)")
+        if self._dict_obs:
+            _leaf_specs(spec.obs_space, (1, 1), "cpu")  # refuses object leaves before the first reset
         first = self._own(venv.reset(seed=seed))
         self._check_arrays(first)
         self._turn_based = spec.turn_based
@@ -180,10 +219,10 @@ class TorchRLEnv(EnvBase):
                                               or not bool(first.avail_actions.all()))
         self._action_mask = bool(action_mask)
         self._has_state = first.state is not None
-        self._make_specs(spec)
         # The latest StepResult: its obs/state/avail rows are each env's current
         # observation, i.e. the new episode's start where an env just finished.
         self._current = first
+        self._make_specs(spec)
         self._just_reset = torch.ones(venv.num_envs, dtype=torch.bool, device=self.device)
 
     # -- specs -----------------------------------------------------------------------
@@ -196,7 +235,10 @@ class TorchRLEnv(EnvBase):
         flag = lambda *shape: Categorical(n=2, shape=torch.Size(shape), dtype=torch.bool, device=dev)  # noqa: E731
         for group, members in self.group_map.items():
             A = len(members)
-            group_obs = {"observation": Unbounded(shape=(E, A, *spec.obs_shape), dtype=obs_dtype, device=dev)}
+            if self._dict_obs:
+                group_obs = {"observation": _leaf_specs(spec.obs_space, (E, A), dev)}
+            else:
+                group_obs = {"observation": Unbounded(shape=(E, A, *spec.obs_shape), dtype=obs_dtype, device=dev)}
             if self._discrete:
                 n = spec.n_actions
                 act: Any = Categorical(n=n, shape=(E, A), dtype=torch.int64, device=dev)
@@ -216,8 +258,8 @@ class TorchRLEnv(EnvBase):
             action[group] = Composite({"action": act}, shape=(E, A))
             reward[group] = Composite({"reward": Unbounded(shape=(E, A, 1), dtype=torch.float32, device=dev)}, shape=(E, A))
             done[group] = Composite({k: flag(E, A, 1) for k in ("done", "terminated", "truncated")}, shape=(E, A))
-        if self._has_state:
-            observation["state"] = Unbounded(shape=(E, *spec.state_shape), dtype=_torch_dtype(spec.state_dtype), device=dev)
+        if self._has_state:  # from the first result: a Dict observation's "auto" state is a dict too
+            observation["state"] = _result_spec(self._current.state, (E,), dev)
         for k in ("done", "terminated", "truncated"):
             done[k] = flag(E, 1)
         self.observation_spec = observation
@@ -226,11 +268,12 @@ class TorchRLEnv(EnvBase):
         self.done_spec = done
 
     def _check_arrays(self, result: StepResult) -> None:
-        if not isinstance(result.obs, torch.Tensor):
-            raise TypeError(
-                "TorchRLEnv supports array observations only; this VecEnv's observations are "
-                f"{type(result.obs).__name__} (Dict/Tuple spaces are not supported)"
-            )
+        if self._dict_obs or isinstance(result.obs, torch.Tensor):
+            return
+        raise TypeError(
+            "TorchRLEnv takes array and Dict observations; this VecEnv's observations are "
+            f"{type(result.obs).__name__} (Tuple spaces are not supported: use a Dict)"
+        )
 
     # -- TorchRL's hooks ------------------------------------------------------------------
 
@@ -277,9 +320,10 @@ class TorchRLEnv(EnvBase):
         """``r``'s arrays as tensors: a torch-mode VecEnv's as they are, numpy ones viewed
         (``torch.from_numpy``); copies of them for a ``copy=False`` VecEnv."""
         if self._torch_mode:
-            own: Any = (lambda a: None if a is None else a.clone()) if self._copy else (lambda a: a)  # noqa: E731
+            leaf: Any = (lambda a: a.clone()) if self._copy else (lambda a: a)  # noqa: E731
         else:
-            own = (lambda a: None if a is None else torch.from_numpy(a.copy() if self._copy else a))  # noqa: E731
+            leaf = (lambda a: torch.from_numpy(a.copy() if self._copy else a))  # noqa: E731
+        own = (lambda a: None if a is None else _tree(leaf, a))  # noqa: E731
         return StepResult(own(r.obs), own(r.state), own(r.avail_actions), own(r.agent_mask), own(r.reward),
                           own(r.terminated), own(r.truncated), own(r.done), r.infos,
                           own(r.final_obs), own(r.final_state), own(r.final_avail_actions),
@@ -294,9 +338,12 @@ class TorchRLEnv(EnvBase):
             if a is None:
                 merged[name] = None
                 continue
-            a = a.clone()
-            a[rows] = b[rows]
-            merged[name] = a
+            def take(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                x = x.clone()
+                x[rows] = y[rows]
+                return x
+
+            merged[name] = _tree(take, a, b)
         return StepResult(merged["obs"], merged["state"], merged["avail_actions"], merged["agent_mask"],
                           fresh.reward, fresh.terminated, fresh.truncated, fresh.done, fresh.infos,
                           acting=merged["acting"])
@@ -320,7 +367,7 @@ class TorchRLEnv(EnvBase):
         final observation (picked by ``torch.where``, on the device: no read of ``done``)."""
         E = self.venv.num_envs
         obs, state, avail, alive, acting = r.obs, r.state, r.avail_actions, r.agent_mask, r.acting
-        dev = obs.device
+        dev = self._home
         out: dict[str, Any] = {}
         if step:
             done = r.done
@@ -328,9 +375,9 @@ class TorchRLEnv(EnvBase):
             def final(current: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
                 return torch.where(done.reshape(E, *(1,) * (current.ndim - 1)), last, current)
 
-            obs = final(obs, r.final_obs)
+            obs = _tree(final, obs, r.final_obs)
             if state is not None:
-                state = final(state, r.final_state)
+                state = _tree(final, state, r.final_state)
             if self._turn_based:
                 acting = final(acting, r.final_acting)
             if avail is not None:
@@ -352,7 +399,7 @@ class TorchRLEnv(EnvBase):
         # The action spec's mask: agents not to move may take any action (it is ignored).
         spec_mask_t = avail_t if acting_t is None or avail_t is None else avail_t | ~acting_t.unsqueeze(-1)
         for group, ix in self._group_ix.items():
-            g: dict[str, Any] = {"observation": obs[:, ix]}
+            g: dict[str, Any] = {"observation": _tree(lambda o: self._group_leaf(o, ix), obs)}
             if avail_t is not None:
                 g["action_mask"] = avail_t[:, ix]
                 assert spec_mask_t is not None
@@ -374,6 +421,11 @@ class TorchRLEnv(EnvBase):
         if self._has_state:
             out["state"] = state
         return TensorDict(out, batch_size=(E,), device=self.device)
+
+    def _group_leaf(self, leaf: torch.Tensor, ix: Any) -> torch.Tensor:
+        """One group's rows of an observation leaf; a Dict's scalar leaf gets a trailing 1."""
+        rows = leaf[:, ix]
+        return rows.unsqueeze(-1) if self._dict_obs and rows.ndim == 2 else rows
 
     # -- the rest of EnvBase ------------------------------------------------------------------
 
