@@ -141,6 +141,10 @@ def test_task_contract():
     assert pickle.loads(pickle.dumps(task)) == task  # BenchMARL pickles the task beside its checkpoints
     football_like = MarlVecTask.from_config("gym/cartpole", name="cartpole")
     assert football_like.supports_discrete_actions() and not football_like.supports_continuous_actions()
+    # The action type is read from one env in this process, whatever the config's process options.
+    workers = MarlVecTask("cartpole", {"config": {"env": {"family": "gym", "id": "CartPole-v1"}, "vec": {
+        "backend": "subproc", "num_workers": 2, "start_method": "spawn", "step_in_main": True, "batch_size": 1}}})
+    assert workers.supports_discrete_actions() and not workers.supports_continuous_actions()
 
 
 def test_default_groups_are_the_native_tasks():
