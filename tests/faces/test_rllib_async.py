@@ -52,8 +52,13 @@ def async_config(num_envs: int, batch_size: int, fragment: int = 100, backend: s
 
 
 def test_async_runner_with_one_env_is_identical_to_rllibs_runner():
-    native = train(ppo_config("native"))
-    assert_same_runs(train(async_config(1, 1)), native)
+    native_counts, counts = [], []
+    native = train(ppo_config("native"), counts=native_counts)
+    assert_same_runs(train(async_config(1, 1), counts=counts), native)
+    # The runner logs RLlib's sampling counts once per batch: the same sums as RLlib's per-step logging.
+    assert counts == native_counts
+    assert counts[-1]["num_env_steps_sampled_lifetime"] > 0 and counts[-1]["num_episodes_lifetime"] > 0
+    assert sorted(counts[-1]["num_agent_steps_sampled"]) == list(AGENTS)
 
 
 @pytest.mark.parametrize("backend", ["subproc", "dummy"])

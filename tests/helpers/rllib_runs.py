@@ -62,13 +62,26 @@ def ppo_config(env: str, num_envs: int = 1, backend: str = "dummy", env_fn: Call
     return config.environment(NATIVE).env_runners(**runners)
 
 
-def train(config: PPOConfig, iterations: int = 3) -> tuple[list, dict[str, np.ndarray], list[float]]:
+# The sampling counts an env runner reports (RLlib's _increase_sampled_metrics logs them).
+COUNTS = ("num_env_steps_sampled", "num_env_steps_sampled_lifetime", "num_episodes", "num_episodes_lifetime",
+          "num_agent_steps_sampled", "num_agent_steps_sampled_lifetime", "num_module_steps_sampled",
+          "num_module_steps_sampled_lifetime")
+
+
+def train(config: PPOConfig, iterations: int = 3,
+          counts: list | None = None) -> tuple[list, dict[str, np.ndarray], list[float]]:
     """Run ``iterations`` training iterations; return the sampled chunks, the learned
-    parameters (learner's module) and each iteration's mean episode return."""
+    parameters (learner's module) and each iteration's mean episode return. ``counts``:
+    each iteration's sampling counts (`COUNTS`) are appended to it."""
     _SAMPLED.clear()
     algo = config.build_algo()
     try:
-        returns = [algo.train()["env_runners"].get("episode_return_mean", np.nan) for _ in range(iterations)]
+        returns = []
+        for _ in range(iterations):
+            runners = algo.train()["env_runners"]
+            returns.append(runners.get("episode_return_mean", np.nan))
+            if counts is not None:
+                counts.append({k: runners.get(k) for k in COUNTS})
         params = {k: v.detach().cpu().numpy().copy() for k, v in algo.get_module("shared").state_dict().items()}
     finally:
         algo.stop()

@@ -29,7 +29,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,14 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils.metrics import (
     ENV_TO_MODULE_CONNECTOR,
     MODULE_TO_ENV_CONNECTOR,
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_EPISODES,
+    NUM_EPISODES_LIFETIME,
+    NUM_MODULE_STEPS_SAMPLED,
+    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
     RLMODULE_INFERENCE_TIMER,
     WEIGHTS_SEQ_NO,
 )
@@ -111,6 +119,8 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         steps, resets = self.env.translator.step_rows_same_step(r, ids)
         env_ts = agent_ts = finished = 0
         just_done = []
+        agent_steps: Counter[str] = Counter()
+        module_steps: Counter[str] = Counter()
         for i, (obs, rewards, terminateds, truncateds, infos), reset in zip(ids, steps, resets):
             episode = self._ongoing_episodes[i]
             if not episode.is_reset:
@@ -120,9 +130,10 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
             actions, extra = self._sent.pop(i)
             episode.add_env_step(observations=obs, actions=actions, rewards=rewards, infos=infos,
                                  terminateds=terminateds, truncateds=truncateds, extra_model_outputs=extra)
-            self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=1)
-            env_ts += self._increase_sampled_metrics(1, obs, episode)
+            env_ts += 1
             agent_ts += len(obs)
+            agent_steps.update(str(aid) for aid in obs)
+            module_steps.update(episode.module_for(aid) for aid in obs)
             self._make_on_episode_callback("on_episode_step", i, self._ongoing_episodes)
             if episode.is_done:
                 finished += 1
@@ -135,11 +146,32 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 self._ongoing_episodes[i].add_env_reset(observations=new_obs, infos=new_infos)
                 self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
         self._to_act.extend(ids)
+        self._log_sampled(env_ts, finished, agent_steps, module_steps)
         if just_done and self.module is not None:
             # As RLlib's runner: a last connector pass over finished episodes (e.g. one-hot obs).
             self._env_to_module(batch={}, episodes=just_done, explore=explore, rl_module=self.module,
                                 shared_data=self._shared_data, metrics=None)
         return env_ts, agent_ts, finished
+
+    def _log_sampled(self, env_steps: int, episodes: int, agent_steps: Counter, module_steps: Counter) -> None:
+        """The counts RLlib's ``_increase_sampled_metrics`` logs for each env step, logged once
+        per batch: the same sums (every one of them is a sum), a tenth of the calls; per env
+        step they were a fifth of this runner's time."""
+        if not env_steps:
+            return
+        log = self.metrics.log_value
+        self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=env_steps)
+        log(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
+        log(NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True)
+        if episodes:
+            log(NUM_EPISODES, episodes, reduce="sum")
+            log(NUM_EPISODES_LIFETIME, episodes, reduce="lifetime_sum")
+        for aid, n in agent_steps.items():
+            log((NUM_AGENT_STEPS_SAMPLED, aid), n, reduce="sum")
+            log((NUM_AGENT_STEPS_SAMPLED_LIFETIME, aid), n, reduce="lifetime_sum")
+        for module, n in module_steps.items():
+            log((NUM_MODULE_STEPS_SAMPLED, module), n, reduce="sum")
+            log((NUM_MODULE_STEPS_SAMPLED_LIFETIME, module), n, reduce="lifetime_sum")
 
     def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
         """Compute the actions of envs ``ids`` and send them."""
