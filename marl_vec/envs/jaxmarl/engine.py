@@ -142,6 +142,7 @@ def _model(env_id: str, given: dict[str, Any]) -> Model:
         stats=view.stats,
         state_is_obs=not view.has_state,
         device=device,
+        env_name=f"jaxmarl/{env_id}",
     )
     scenario = kwargs.get("scenario")
     label = make_id + (f"({scenario})" if isinstance(scenario, str) else "")
