@@ -11,7 +11,8 @@ replaces them, all fields at once, by small jitted functions on the device:
   where an episode ended, as numpy mode writes them), ``done`` computed as the group
   computes it; it returns a (2, E) bool array: ``done`` and the engine's own ended
   flags, the step's ONE read to the host (which envs ended: the autoreset needs it);
-- ``keep_finals``: ``final_*`` where ``done`` (same_step, before the envs reset);
+  with same_step, ``final_*`` kept where ``done`` and those rows given the reset views the
+  step made, in the same call (what the group's finals and the envs' resets would write);
 - ``write_rows`` / ``clear_rows``: reset views into some rows, or their reward and
   flags zeroed (a reset);
 - ``copies``: a ``copy=True`` result: one fresh array per field, ``final_*`` rows of
@@ -68,8 +69,9 @@ class JaxOutputs:
             if array is not None:
                 self.arrays[name] = jax.device_put(np.array(array), device)
         self.actions: Any = None  # the step's actions on the device (set by DeviceActions' JAX twin)
+        # Set by the group before its first step: same_step's finals and resets made by `step` itself.
+        self.autoreset = False
         self._step = jax.jit(self._step_update)
-        self._keep = jax.jit(self._keep_finals)
         self._write = jax.jit(self._write_rows)
         self._clear = jax.jit(self._clear_rows)
         self._copies = jax.jit(self._copy_fields)
@@ -98,22 +100,23 @@ class JaxOutputs:
         import jax.numpy as jnp
 
         a = dict(a)
+        ended = ended.astype(jnp.bool_)
         for name, value in following.items():  # where an episode ended: its true last views
             a[name] = jnp.where(self._rows(ended, value), last[name], value).astype(a[name].dtype)
         a["reward"] = reward.astype(a["reward"].dtype)
         a["terminated"] = terminated.astype(jnp.bool_)
         a["truncated"] = truncated.astype(jnp.bool_)
-        a["done"] = jnp.all(a["terminated"] | a["truncated"], axis=1)  # the group's done
-        return self._derive(a), jnp.stack([a["done"], ended.astype(jnp.bool_)])
-
-    def _keep_finals(self, a: dict[str, Any]) -> dict[str, Any]:
-        import jax.numpy as jnp
-
-        a = dict(a)
-        for final, current in FINALS.items():
-            if final in a and current in a and not (self.state_from_obs and final == "final_state"):
-                a[final] = jnp.where(self._rows(a["done"], a[final]), a[current], a[final])
-        return self._derive(a)
+        done = a["done"] = jnp.all(a["terminated"] | a["truncated"], axis=1)  # the group's done
+        if self.autoreset:
+            # same_step, in this one call: what the group's _keep_finals and the ended envs'
+            # resets (the reset views the step made, `following`) would write row by row.
+            a = self._derive(a)
+            for final, current in FINALS.items():
+                if final in a and current in a and not (self.state_from_obs and final == "final_state"):
+                    a[final] = jnp.where(self._rows(done, a[final]), a[current], a[final])
+            for name, value in following.items():
+                a[name] = jnp.where(self._rows(done & ended, value), value.astype(a[name].dtype), a[name])
+        return self._derive(a), jnp.stack([done, ended])
 
     def _write_rows(self, a: dict[str, Any], values: dict[str, Any], rows: Any) -> dict[str, Any]:
         import jax.numpy as jnp
@@ -145,12 +148,11 @@ class JaxOutputs:
 
     def step(self, following: dict[str, Any], last: dict[str, Any], reward: Any, terminated: Any, truncated: Any,
              ended: Any) -> Any:
-        """Merge a compiled step's outputs in; returns the (2, E) bool flags (done, the engine's ended)."""
+        """Merge a compiled step's outputs in; returns the (2, E) bool flags (done, the engine's ended).
+        With ``autoreset`` (same_step) the rows where both hold get ``final_*`` and their reset views
+        at once: the engine then leaves them out of `write_rows` (their reset is written)."""
         self.arrays, flags = self._step(self.arrays, following, last, reward, terminated, truncated, ended)
         return flags
-
-    def keep_finals(self) -> None:
-        self.arrays = self._keep(self.arrays)
 
     def write_rows(self, values: dict[str, Any], rows: np.ndarray) -> None:
         self.arrays = self._write(self.arrays, values, rows)
@@ -211,6 +213,7 @@ class JaxDeviceGroup:
             raise ValueError(refusal)
         self.group, self.out = group, outputs
         group.episodes = PendingEpisodeTracker(len(group), group.buffers.spec.n_agents)
+        outputs.autoreset = group._keeps_final
         group._stepper.bind_device(outputs)
 
     @staticmethod
@@ -248,9 +251,7 @@ class JaxDeviceGroup:
         group.episodes.add_step(self.out.reward)
         infos: list[dict[str, Any]] = [{} for _ in range(len(group))]
         group.ended = ended
-        if ended:
-            if group._keeps_final:
-                self.out.keep_finals()
+        if ended:  # same_step: the finals and reset views are made already (JaxOutputs.step)
             for j, summary in zip(ended, group.episodes.end(ended)):
                 infos[j] = group._end_episode(j, infos[j], summary)
             group._stepper.engine.commit()  # the autoreset envs' new episodes, in one call

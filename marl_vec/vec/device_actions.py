@@ -10,9 +10,11 @@ where it fails, the numpy checks of `marl_vec.vec.actions` run on a host copy (t
 error path only), so the messages are numpy mode's, word for word. Then the actions
 are copied once into ``outputs.actions``. Numpy (or JAX) actions go through the numpy
 checks into the host buffer, then one copy to the device. A tensor on another device
-is refused, naming both.
+is refused, naming both. `JaxDeviceActions` does the same for a JAX engine (JaxMARL with
+``array_backend="jax"`` or ``"torch"``): JAX arrays checked on its device by one jitted
+function, kept there as the engine's step reads them.
 
-May import: numpy, torch (lazily), ``marl_vec.core.spec``, ``marl_vec.vec.{actions,device_arrays}``.
+May import: numpy, torch and jax (lazily), ``marl_vec.core.spec``, ``marl_vec.vec.{actions,device_arrays}``.
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ class JaxDeviceActions:
             actions = jax.device_put(actions, self.device)
         if self.venv.validate and bool(self._bad(actions, self.out.avail_actions, self.out.agent_mask)):
             self._host_check(actions)
-        self.out.actions = actions.astype(self.dtype)
+        self.out.actions = actions if actions.dtype == self.dtype else actions.astype(self.dtype)
 
     def _any_bad(self, actions: Any, avail: Any, mask: Any) -> Any:
         """Whether some live agent's action is wrong (jitted: one bool on the device)."""

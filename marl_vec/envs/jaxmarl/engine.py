@@ -25,6 +25,14 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   Those raise ValueError at construction with the reason.
 
+On a device (the option ``device``, `catalog.parse_device`): the block's keys, state and
+compiled functions live there (checked when the block is built). With
+``DummyVecEnv(array_backend="jax" or "torch")`` on that device the group binds the block
+to its `marl_vec.core.jax_device.JaxOutputs` (`JaxBlock.bind_device`) and steps it by
+`JaxBlock.step_device`: actions read from the device, the step's outputs merged into
+the batch's JAX arrays by jitted functions there, one read to the host (which envs
+ended; where some did, their stats). Resets write their rows the same way (`commit`).
+
 May import: numpy, jax (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
@@ -175,6 +183,7 @@ class JaxBlock:
         self.keys = jax.device_put(entropy.astype(np.uint32), self.device)
         self.out: Any = None  # the batch's JaxOutputs, once bound (bind_device): results stay on the device
         self._noted = np.zeros(k, dtype=bool)  # on the device path: rows that take reset_out at commit()
+        self._applied = np.zeros(k, dtype=bool)  # rows whose reset views the last device step wrote
         self.seed_keys = np.zeros((k, 2), dtype=np.uint32)
         self.use_seed = np.zeros(k, dtype=bool)
         self.pending = np.zeros(k, dtype=bool)
@@ -203,7 +212,7 @@ class JaxBlock:
         if seed is None and self.fresh[slot]:
             self.fresh[slot] = False
             if self.out is not None:  # written with the others by commit(), in one call
-                self._noted[slot] = True
+                self._noted[slot] = not self._applied[slot]  # same_step: the step wrote it already
                 return
             self._write_row(slot, self.reset_out)
             return
@@ -323,6 +332,7 @@ class JaxBlock:
         flags = np.asarray(self.out.step(self._views(self.reset_out), self._views(last), reward, terminated,
                                          truncated, ended))
         np.copyto(self.fresh, flags[1])
+        np.logical_and(flags[0], flags[1], out=self._applied) if self.out.autoreset else self._applied.fill(False)
         if np.count_nonzero(flags[1]) and self.stats.shape[1]:
             np.copyto(self.stats, np.asarray(stats))
         return np.flatnonzero(flags[0]).tolist()
