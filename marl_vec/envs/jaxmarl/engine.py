@@ -305,7 +305,7 @@ class JaxBlock:
         """The views (obs, state, avail, mask) of a compiled call that this batch keeps, by field."""
         obs, world, avail, mask = out
         views = {"obs": obs}
-        if self.write_state:
+        if self.write_state and not self.out.state_from_obs:  # else the batch's state is its obs (state="concat")
             views["state"] = world
         if avail is not None and self.block.avail_actions is not None:
             views["avail_actions"] = avail
