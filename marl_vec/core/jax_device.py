@@ -161,7 +161,7 @@ class JaxOutputs:
         self.arrays = self._clear(self.arrays, rows)
 
     def result_arrays(self, copy: bool) -> dict[str, Any]:
-        """StepResult's fields: the current arrays (``copy=False``) or fresh copies (see `copies`)."""
+        """StepResult's fields: the current arrays (``copy=False``) or fresh copies (``copies`` in the module doc)."""
         if copy:
             return self._copies(self.arrays)
         return {**self.arrays, "acting": self.arrays["agent_mask"]}

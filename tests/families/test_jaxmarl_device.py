@@ -8,6 +8,8 @@ compiles each once), over enough steps for several episode ends of every env.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,7 @@ from marl_vec.vec.device_arrays import FIELDS, HostOnlyError  # noqa: E402
 # (id, kwargs, steps): SMAX's units die (agent_mask, avail change) and battles end at different
 # steps; MPE's episodes end all at once at 25 steps (fixed avail, no state of its own).
 CASES = {"smax_3m": ("smax/3m", {}, 110), "mpe_spread": ("jax_mpe/simple_spread", {}, 60)}
+ROOT = str(Path(__file__).resolve().parents[2])  # the repository: a subprocess imports this marl_vec
 BOX = ("jax_mpe/simple_spread", {"action_type": "Continuous"})  # tests/families/test_jaxmarl_box.py's shapes
 try:
     GPU = jax.devices("gpu")
@@ -324,3 +327,48 @@ def test_on_a_gpu_results_equal_numpy_mode_of_the_same_device(case, autoreset):
     reference = _run(fns, "numpy", autoreset, steps)
     for array_backend, kind, where in (("jax", jax.Array, "gpu"), ("torch", torch.Tensor, "cuda")):
         _assert_same(reference, _run(fns, array_backend, autoreset, steps), kind, where)
+
+
+OFF_DEFAULT = """
+import numpy as np, jax, jax.numpy as jnp
+import marl_vec as mv
+from marl_vec.envs.registry import make_env_fn
+from marl_vec.vec.device_arrays import FIELDS
+K = 4
+fns = [make_env_fn("jaxmarl", "jax_mpe/simple_spread", {"device": "cpu:1"})] * K
+second = jax.devices("cpu")[1]
+def run(ab):
+    rng = np.random.default_rng(3); out = []
+    with mv.DummyVecEnv(fns, env_seed=1, array_backend=ab) as venv:
+        assert all(leaf.devices() == {second} for leaf in jax.tree.leaves(venv.group._stepper.engine.state))
+        r = venv.reset()
+        for t in range(55):
+            if ab == "jax":
+                assert venv.device == second and all(
+                    getattr(r, n).devices() == {second} for n in FIELDS if getattr(r, n) is not None)
+            out.append({n: None if getattr(r, n) is None else np.array(getattr(r, n)) for n in FIELDS})
+            a = np.argmax(rng.random(out[-1]["avail_actions"].shape) * out[-1]["avail_actions"], -1).astype(np.int32)
+            r = venv.step(jnp.asarray(a) if ab == "jax" else a)  # jax: made on cpu:0, JAX's default device
+    return out
+x, y = run("numpy"), run("jax")
+assert all(a[n].dtype == b[n].dtype and np.array_equal(a[n], b[n]) for a, b in zip(x, y) for n in FIELDS
+           if a[n] is not None)
+print("episode ends", sum(int(a["done"].sum()) for a in x))
+"""
+
+
+def test_a_device_other_than_jaxs_default_holds_the_block_and_the_results():
+    """What a GPU would exercise, on a second CPU device (XLA's forced host device count, in a process
+    of its own): the kernels compiled for that device, the state there, JAX results there, actions
+    from the default device moved there, all equal to numpy mode on that device."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers.jaxmarl_reference import EXACT_FLAG, NO_FMA_FLAG
+
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {EXACT_FLAG} {NO_FMA_FLAG}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", OFF_DEFAULT], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) >= 2 * K
