@@ -10,11 +10,12 @@ Issue 39's device check, one prepared script (under 8 minutes on one GPU):
 - 3 interleaved rounds of ``--seconds`` each; median env-steps/s and the ratios
   ours/direct (goal >= 0.9) and ours/numpy (goal >= 5) printed, with the device named.
 
-What ``ours`` is today: VMAS is built on ``--device`` (its ``device`` option) and its engine
+What ``ours`` is: VMAS is built on ``--device`` (its ``device`` option) and its engine
 writes the torch results there itself, actions taken there (no host copy per field:
-docs/families/vmas.md, "On a GPU"); ``numpy`` runs VMAS on the CPU, as numpy mode does by
-default. JaxMARL still steps on the host buffers and copies every field to the device once
-per step (docs/backends/device_arrays.md). The ratios say how far each is from the goals.
+docs/families/vmas.md, "On a GPU"); JaxMARL's blocks run on ``--device`` (its ``device``
+option) and make their JAX results there, JAX actions taken there (docs/families/jaxmarl.md,
+"On a GPU"). ``numpy`` runs VMAS on the CPU and JaxMARL on JAX's default device, as numpy
+mode does by default, results copied to the host. The ratios say how far each is from the goals.
 
 ``--small`` runs every case with a few envs on the CPU (a check that the script runs):
 
@@ -48,11 +49,11 @@ def ours(family: str, env_id: str, kwargs: dict, n: int, device: str, array_back
     """marl_vec: torch (VMAS) / JAX (JaxMARL) results on ``device``, or numpy mode (None)."""
     backend = array_backend or "numpy"
     extra = {} if array_backend is None else {"device": device, "copy": False}
-    if family == "vmas" and array_backend == "torch":  # VMAS on the device, results written there
+    if array_backend is not None:  # the engine on the device, results made there (VMAS: torch, JaxMARL: JAX)
         kwargs = {**kwargs, "device": device}
     venv = mv.DummyVecEnv([make_env_fn(family, env_id, kwargs)] * n, env_seed=0, array_backend=backend,
                          validate=False, **extra)  # random actions, unchecked (SMAX has unavailable ones)
-    if family == "vmas" and array_backend == "torch":
+    if array_backend is not None:
         assert venv._device_group is not None, "the engine's device path is not in use"
     r = venv.reset()
     spec = venv.spec

@@ -87,6 +87,8 @@ class DeviceGroup:
         """Why ``group`` cannot step on a device (None: it can)."""
         if not group._stepper.supports_device():
             return f"{type(group.adapters[0]).__name__}'s stepper writes host buffers only"
+        if group._stepper.device_framework() != "torch":  # JAX engines: marl_vec.core.jax_device
+            return f"{type(group.adapters[0]).__name__}'s stepper makes {group._stepper.device_framework()} arrays"
         if group.mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
             return f"autoreset={group.mode.value!r}: device outputs serve same_step and disabled"
         if group.restart_on_error:

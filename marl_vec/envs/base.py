@@ -114,6 +114,11 @@ class GroupStepper:
         (VMAS). The default cannot: a VecEnv then copies the host buffers once per field."""
         return False
 
+    def device_framework(self) -> str | None:
+        """What `step_device` makes where `supports_device`: ``"torch"`` (tensors written in
+        place: VMAS) or ``"jax"`` (new JAX arrays each step: JaxMARL, `marl_vec.core.jax_device`)."""
+        return None
+
     def bind_device(self, outputs: Any) -> None:
         """From now on write every output of the group's envs (observations of steps and
         resets, reward, terminated, truncated, done; agent_mask and avail_actions once, here)

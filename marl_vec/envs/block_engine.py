@@ -10,7 +10,9 @@ whole. The block (the family's engine) has three methods:
 - ``flush()``: reset every noted env in one native call and write their rows;
 - ``step()``: step every env of the block, outputs into the block's arrays;
 - optionally ``bind_device(outputs)`` and ``step_device()`` (`GroupStepper.bind_device`):
-  the same, written into tensors on a device (VMAS).
+  the same, written into tensors on a device (VMAS), or made as JAX arrays there (JaxMARL,
+  whose engine says ``device_framework = "jax"`` and has ``commit()``, which writes the
+  reset views its ``reset_slot`` noted).
 
 Autoreset modes: ``same_step`` and ``disabled`` only. ``next_step`` and
 ``one_episode`` leave finished envs out of a step, which one call over the
@@ -136,6 +138,9 @@ class BlockStepper(GroupStepper):
 
     def supports_device(self) -> bool:
         return hasattr(self.engine, "step_device")
+
+    def device_framework(self) -> str | None:
+        return getattr(self.engine, "device_framework", "torch") if self.supports_device() else None
 
     def bind_device(self, outputs: Any) -> None:
         if not self.supports_device():

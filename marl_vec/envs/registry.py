@@ -43,9 +43,11 @@ class Family:
     makes: str  # what `id` names, for `marl-vec list` and errors
     # The values of env.kwargs.engine the family offers besides its default (`marl-vec tune` measures each).
     engines: tuple[str, ...] = ()
-    # Whether env.kwargs takes ``device`` (the env computes on a torch device): a config's
-    # vec.device then reaches it (marl_vec.tools.config).
+    # Whether env.kwargs takes ``device`` (the env computes on a device: VMAS's torch one, JaxMARL's
+    # JAX one): a config's vec.device then reaches it (marl_vec.tools.config) where the results are
+    # asked as one of ``device_backends`` (the array backends the engine makes on its device).
     takes_device: bool = False
+    device_backends: tuple[str, ...] = ("torch",)
 
 
 FAMILIES: dict[str, Family] = {
@@ -65,7 +67,8 @@ FAMILIES: dict[str, Family] = {
         Family("rware", "marl_vec.envs.pettingzoo.tuple_agents", "make_rware", "rware",
                "a Multi-Robot Warehouse id, e.g. rware-tiny-2ag-v2"),
         Family("jaxmarl", "marl_vec.envs.jaxmarl", "make_jaxmarl", "jax",
-               "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked"),
+               "a JaxMARL env on a JAX engine, e.g. smax/3m, jax_mpe/simple_spread, hanabi, overcooked",
+               takes_device=True, device_backends=("jax", "torch")),
         Family("vmas", "marl_vec.envs.vmas", "make_vmas", "vmas",
                "a VMAS scenario, one torch batch per group, e.g. balance, transport, navigation, wheel, football",
                takes_device=True),

@@ -381,13 +381,15 @@ def resolve_auto_backend(cfg: Config) -> Config:
 
 
 def env_kwargs(cfg: Config) -> dict[str, Any]:
-    """``env.kwargs``, with ``vec.device`` as ``device`` where the family computes on a torch device
-    (VMAS: `Family.takes_device`), torch results are asked (``vec.array_backend: torch``) and
+    """``env.kwargs``, with ``vec.device`` as ``device`` where the family computes on a device
+    (`Family.takes_device`: VMAS on torch, JaxMARL on JAX), results are asked in an array backend its
+    engine makes there (`Family.device_backends`: torch for VMAS, jax or torch for JaxMARL) and
     the env's kwargs name no device of their own: the envs then step where the results live."""
     kwargs = dict(cfg.env.kwargs)
     vec = cfg.vec
-    if vec.device is not None and vec.array_backend == "torch" and "device" not in kwargs \
-            and FAMILIES[cfg.env.family].takes_device:
+    family = FAMILIES[cfg.env.family]
+    if vec.device is not None and "device" not in kwargs and family.takes_device \
+            and vec.array_backend in family.device_backends:
         kwargs["device"] = vec.device
     return kwargs
 

@@ -81,8 +81,8 @@ def refuse_device(backend: str, array_backend: Any, device: Any) -> None:
 
 
 class HostOnlyError(ValueError):
-    """A process or Ray backend given envs that compute on a device (``spec.device``: VMAS's
-    ``device="cuda:0"``): their results cross processes through host memory."""
+    """A process or Ray backend given envs that compute on a device (``spec.device``: VMAS's or
+    JaxMARL's ``device="cuda:0"``): their results cross processes through host memory."""
 
 
 def refuse_env_device(backend: str, spec: Any) -> None:
@@ -90,8 +90,8 @@ def refuse_env_device(backend: str, spec: Any) -> None:
     device = getattr(spec, "device", None)
     if not is_host_device(device):
         raise HostOnlyError(f"{backend} keeps results in host memory, but the envs ({spec.env_name or 'this env'}) "
-                            f"compute on device {device!r}; use DummyVecEnv(array_backend='torch') for device results, "
-                            "or the env's device='cpu'")
+                            f"compute on device {device!r}; use DummyVecEnv(array_backend='torch') for device results "
+                            "(or 'jax', for a JAX engine: JaxMARL), or the env's device='cpu'")
 
 
 class DeviceArrays:
@@ -139,9 +139,11 @@ class DeviceArrays:
 
     def use_outputs(self, outputs: Any) -> None:
         """Hand out ``outputs``' tensors (a `marl_vec.core.device_outputs.DeviceOutputs` that the
-        envs' engine writes on the device) instead of the host buffers: no copy per step."""
+        envs' engine writes on the device) instead of the host buffers: no copy per step. Or
+        ``outputs``' JAX arrays (a `marl_vec.core.jax_device.JaxOutputs`, new at each step): as they
+        are (``"jax"``) or as torch tensors over their memory (``"torch"``, DLPack)."""
         self.outputs = outputs
-        self.tensors = outputs.result_fields()
+        self.tensors = None if hasattr(outputs, "result_arrays") else outputs.result_fields()
 
     outputs: Any = None
 
@@ -157,6 +159,15 @@ class DeviceArrays:
     def result(self, numpy_result: Any, copy: bool) -> Any:
         """``numpy_result`` (the buffers' StepResult, copy=False: their views) with every array
         field on the device; ``copy``: fresh arrays, else the preallocated ones."""
+        if self.outputs is not None and self.tensors is None:  # a JAX engine's arrays
+            # copy: one jitted call makes fresh arrays (final_* blanked); torch takes them by DLPack,
+            # so a torch result shares memory with nothing the engine keeps.
+            arrays = self.outputs.result_arrays(copy)
+            if self.array_backend == "torch":
+                arrays = {name: jax_to_torch(arrays[name]) for name in FIELDS
+                          if getattr(numpy_result, name) is not None}
+            return dataclasses.replace(numpy_result, **{name: arrays[name] for name in FIELDS
+                                                        if getattr(numpy_result, name) is not None})
         changes: dict[str, Any] = {}
         for name in FIELDS:
             if getattr(numpy_result, name) is None:
@@ -243,6 +254,37 @@ def jax_to_torch(array: Any) -> Any:
     import torch
 
     return torch.from_dlpack(array)
+
+
+def jax_default_device() -> Any:
+    """JAX's default device (where a JAX engine built without ``device=`` runs)."""
+    import jax
+
+    return jax.devices()[0]
+
+
+def device_name(device: Any) -> str:
+    """``device`` (a string, a ``torch.device`` or a JAX device) as ``"cpu:0"``, ``"cuda:1"``, ...
+
+    Examples:
+        >>> device_name("cpu"), device_name("gpu"), device_name("cuda:1")
+        ('cpu:0', 'cuda:0', 'cuda:1')
+    """
+    platform = getattr(device, "platform", None)
+    if platform is not None:  # a JAX device: its index among its platform's devices
+        import jax
+
+        index = [d.id for d in jax.devices(platform)].index(device.id)
+        kind = "cuda" if platform == "gpu" else platform
+        return f"{kind}:{index}"
+    kind, _, index = str(device).partition(":")
+    return f"{'cuda' if kind == 'gpu' else kind}:{index or 0}"
+
+
+def same_device(engine_device: Any, results_device: Any) -> bool:
+    """Whether a JAX engine's device (None: JAX's default) is where results are asked to live."""
+    engine = jax_default_device() if engine_device is None else engine_device
+    return device_name(engine) == device_name(results_device)
 
 
 def _jax_device(jax: Any, name: str) -> Any:

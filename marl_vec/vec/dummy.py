@@ -27,9 +27,11 @@ from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.device_group import DeviceGroup
 from marl_vec.core.device_outputs import DeviceOutputs
 from marl_vec.core.group import EnvFinishedError, EnvGroup
+from marl_vec.core.jax_device import JaxDeviceGroup, JaxOutputs
 from marl_vec.vec.base import VecEnv, check_backend_args
-from marl_vec.vec.device_actions import DeviceActions
-from marl_vec.vec.device_arrays import DeviceArrays, host_array, is_host_device, parse_array_backend
+from marl_vec.vec.device_actions import DeviceActions, JaxDeviceActions
+from marl_vec.vec.device_arrays import (DeviceArrays, host_array, is_host_device, jax_default_device,
+                                        parse_array_backend, same_device)
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.results import StepResult
 
@@ -60,7 +62,9 @@ class DummyVecEnv(AsyncPool, VecEnv):
             ``torch.device`` or a JAX device). Most envs step on the host: off the CPU that is
             one host-to-device copy per field per step. An engine that steps on torch (VMAS)
             writes its torch results in place on the device instead, and takes torch actions
-            there (`marl_vec.core.device_group`): no host memory on the way.
+            there (`marl_vec.core.device_group`): no host memory on the way. A JAX engine
+            (JaxMARL) on that device makes its results there as JAX arrays (torch tensors by
+            DLPack), and takes JAX (torch) actions there (`marl_vec.core.jax_device`).
     """
 
     def __init__(
@@ -83,11 +87,11 @@ class DummyVecEnv(AsyncPool, VecEnv):
             raise ValueError(f"device={device!r} needs array_backend='torch' or 'jax'; numpy arrays live on the host")
         env_fns, mode = check_backend_args("DummyVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         adapters = [as_adapter(fn()) for fn in env_fns]
-        self._device_group: DeviceGroup | None = None
+        self._device_group: DeviceGroup | JaxDeviceGroup | None = None
         try:
             super().__init__(adapters[0].spec, len(adapters), mode, copy, validate, stats_window, reward_dtype)
-            if device is None and self.array_backend == "torch":
-                device = self.spec.device  # the envs' own device (VMAS's device=), else the CPU
+            if device is None and self.array_backend != "numpy":
+                device = self.spec.device  # the envs' own device (VMAS's, JaxMARL's device=), else the CPU
             self.buffers = BatchBuffers(self.spec, len(adapters), aligned=self.array_backend == "jax")
             self.group = EnvGroup(  # first: an engine on a device checks that device (VMAS)
                 env_fns, self.buffers, 0, self.autoreset, env_seed, adapters=adapters, restart_on_error=restart_on_error
@@ -96,6 +100,9 @@ class DummyVecEnv(AsyncPool, VecEnv):
                                    else DeviceArrays(self.buffers, self.array_backend, device))
             if self.array_backend == "torch" and DeviceGroup.refusal(self.group) is None:
                 self._use_device_group()
+            elif self.array_backend != "numpy" and JaxDeviceGroup.refusal(self.group) is None \
+                    and same_device(self.group._stepper.engine.device, self._device_arrays.device):
+                self._use_jax_device_group()
         except BaseException:
             for adapter in adapters:
                 adapter.close()
@@ -121,6 +128,15 @@ class DummyVecEnv(AsyncPool, VecEnv):
         self._device_group = DeviceGroup(self.group, outputs)
         arrays.use_outputs(outputs)
         self._device_actions = DeviceActions(self, outputs)
+
+    def _use_jax_device_group(self) -> None:
+        """The group's JAX engine makes the results on the device itself (see `JaxDeviceGroup`)."""
+        arrays = self._device_arrays
+        assert arrays is not None
+        outputs = JaxOutputs(self.buffers, self.group._stepper.engine.device or jax_default_device())
+        self._device_group = JaxDeviceGroup(self.group, outputs)  # type: ignore[assignment]
+        arrays.use_outputs(outputs)
+        self._device_actions = JaxDeviceActions(self, outputs)  # type: ignore[assignment]
 
     def _reset(self, seed: int | None, env_ids: list[int] | None) -> list[dict[str, Any]]:
         self._fresh_obs = None

@@ -39,11 +39,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # core (its package and any new module: the strictest layer) and its helpers on gymnasium spaces and observation types
     ("marl_vec.core", "marl_vec.core.spaces", "marl_vec.core.obs_types"),
     ("marl_vec.core.spec", "marl_vec.core.episode", "marl_vec.core.errors"),
-    # group_errors: EnvGroup.step's bookkeeping when an env raises; device_outputs: the buffers' torch twins on a device
-    ("marl_vec.core.buffers", "marl_vec.core.group_errors", "marl_vec.core.device_outputs"),
+    ("marl_vec.core.buffers", "marl_vec.core.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
     ("marl_vec.envs",),
-    # state: wraps env_fns with the state option, for every backend; device_group: EnvGroup's loop on a device
-    ("marl_vec.core.group", "marl_vec.core.state", "marl_vec.core.device_group"),
+    ("marl_vec.core.group", "marl_vec.core.state",  # state: wraps env_fns with the state option, for every backend
+     # the group's loop over results on a device (torch: device_outputs/device_group; JAX: jax_device)
+     "marl_vec.core.device_outputs", "marl_vec.core.device_group", "marl_vec.core.jax_device"),
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.tools.rollout", "marl_vec.tools.episode_runner", "marl_vec.tools.progress"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config;

@@ -132,3 +132,57 @@ def make_native(make_id: str, kwargs: dict[str, Any]) -> Any:
             raise ValueError(f"unknown SMAX map {name!r}; allowed: {', '.join(SMAX_MAPS)}")
         kwargs["scenario"] = map_name_to_scenario(name)
     return jaxmarl.make(make_id, **kwargs)
+
+
+# device= names: JAX's platforms, with torch's "cuda" for JAX's "gpu" (so that one name serves
+# DummyVecEnv's torch and JAX results alike).
+DEVICE_PLATFORMS = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu"}
+
+
+def parse_device(value: Any) -> str | None:
+    """The option ``device`` (``"cpu"``, ``"gpu"``, ``"cuda:0"``, ``"tpu"``, a ``jax.Device``, or
+    None: JAX's default device) as one canonical name: ``"cpu"``, ``"cuda:<i>"`` or ``"tpu:<i>"``
+    (``<i>``: the device's index among JAX's devices of its platform). Only the name is checked
+    here: the spec is read where the envs may not step (a process backend refuses a device before
+    that); `jax_device` finds the device when the block is built.
+
+    Examples:
+        >>> parse_device("gpu"), parse_device("cuda:1"), parse_device("cpu:0"), parse_device(None)
+        ('cuda:0', 'cuda:1', 'cpu', None)
+    """
+    if value is None:
+        return None
+    platform = getattr(value, "platform", None)
+    if platform is not None:  # a jax.Device: its index among its platform's devices
+        import jax
+
+        index = [d.id for d in jax.devices(platform)].index(value.id)
+        value = f"{platform}:{index}"
+    kind, _, index = str(value).partition(":") if isinstance(value, str) else ("", "", "")
+    if kind not in DEVICE_PLATFORMS or not (index == "" or index.isdigit()):
+        raise ValueError(f"JaxMARL device={value!r} is not a JAX device; allowed: 'cpu', 'gpu', 'cuda', "
+                         "'cuda:<i>', 'gpu:<i>', 'tpu', 'tpu:<i>' or a jax.Device")
+    platform, number = DEVICE_PLATFORMS[kind], int(index or 0)
+    if platform == "cpu":
+        return "cpu" if number == 0 else f"cpu:{number}"
+    return f"{'cuda' if platform == 'gpu' else platform}:{number}"
+
+
+def jax_device(name: str) -> Any:
+    """The ``jax.Device`` of a `parse_device` name; one ValueError line naming the devices JAX
+    sees where it has no such device (``"cuda:0"`` on a machine without a GPU).
+
+    Examples:
+        >>> jax_device("cpu")
+        CpuDevice(id=0)
+    """
+    import jax
+
+    kind, _, index = name.partition(":")
+    try:
+        return jax.devices(DEVICE_PLATFORMS[kind])[int(index or 0)]
+    except (RuntimeError, IndexError):
+        seen = list(jax.devices())
+        seen += [d for d in jax.devices("cpu") if d not in seen]
+        raise ValueError(f"JaxMARL device={name!r}: JAX {jax.__version__} has no such device here; "
+                         f"it sees: {', '.join(str(d) for d in seen)}") from None

@@ -25,6 +25,14 @@ How our contract maps onto the block:
   one call over the whole block does not do; ``fast`` needs per-env snapshots.
   Those raise ValueError at construction with the reason.
 
+On a device (the option ``device``, `catalog.parse_device`): the block's keys, state and
+compiled functions live there (checked when the block is built). With
+``DummyVecEnv(array_backend="jax" or "torch")`` on that device the group binds the block
+to its `marl_vec.core.jax_device.JaxOutputs` (`JaxBlock.bind_device`) and steps it by
+`JaxBlock.step_device`: actions read from the device, the step's outputs merged into
+the batch's JAX arrays by jitted functions there, one read to the host (which envs
+ended; where some did, their stats). Resets write their rows the same way (`commit`).
+
 May import: numpy, jax (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.block_engine``,
 ``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
@@ -47,7 +55,7 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.block_engine import BlockSlotAdapter, BlockStepper
 from marl_vec.envs.extras import require
-from marl_vec.envs.jaxmarl.catalog import make_native, resolve
+from marl_vec.envs.jaxmarl.catalog import jax_device, make_native, parse_device, resolve
 from marl_vec.envs.jaxmarl.kernels import build_kernels, key_of_seed
 from marl_vec.envs.jaxmarl.views import View, view_class
 from marl_vec.core.spec import ContinuousAction, DiscreteAction, EnvSpec
@@ -61,6 +69,7 @@ class Model:
     env: Any
     view: View
     spec: EnvSpec
+    device: str | None = None  # the option device= (`catalog.parse_device`); None: JAX's default device
 
 
 def _n_actions(space: Any, make_id: str, agent: str) -> int:
@@ -104,6 +113,8 @@ def _model(env_id: str, given: dict[str, Any]) -> Model:
     jax = require("jax", "jax", "JaxMARL envs")
 
     make_id, implied = resolve(env_id)
+    given = dict(given)
+    device = parse_device(given.pop("device", None))  # ours, not jaxmarl.make's
     kwargs = {**implied, **given}
     env = make_native(make_id, kwargs)
     obs, _ = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), np.uint32))
@@ -138,10 +149,13 @@ def _model(env_id: str, given: dict[str, Any]) -> Model:
         actions_padded=(len(set(action_dims)) > 1) if action_dims else len(set(n_actions)) > 1,
         stats=view.stats,
         state_is_obs=not view.has_state,
+        device=device,
+        env_name=f"jaxmarl/{env_id}",
     )
     scenario = kwargs.get("scenario")
     label = make_id + (f"({scenario})" if isinstance(scenario, str) else "")
-    return Model(key=(env_id, repr(sorted(given.items()))), label=label, env=env, view=view, spec=spec)
+    key = (env_id, repr(sorted(given.items())) + ("" if device is None else f" on {device}"))
+    return Model(key=key, label=label, env=env, view=view, spec=spec, device=device)
 
 
 def model_of(env_id: str, kwargs: dict[str, Any]) -> Model:
@@ -160,11 +174,16 @@ class JaxBlock:
         import jax
 
         self.model, self.k = model, k
-        self.kernels = build_kernels(model.view, k, model.label)
+        # Checked here, where the envs step: a device JAX lacks is one line naming those it has.
+        self.device = None if model.device is None else jax_device(model.device)
+        self.kernels = build_kernels(model.view, k, model.label, device=self.device)
         self.state = self.kernels.state_zeros
         # Unseeded slots (env_seed=None) start from OS entropy, each its own.
         entropy = np.random.SeedSequence().generate_state(2 * k).reshape(k, 2)
-        self.keys = jax.device_put(entropy.astype(np.uint32))
+        self.keys = jax.device_put(entropy.astype(np.uint32), self.device)
+        self.out: Any = None  # the batch's JaxOutputs, once bound (bind_device): results stay on the device
+        self._noted = np.zeros(k, dtype=bool)  # on the device path: rows that take reset_out at commit()
+        self._applied = np.zeros(k, dtype=bool)  # rows whose reset views the last device step wrote
         self.seed_keys = np.zeros((k, 2), dtype=np.uint32)
         self.use_seed = np.zeros(k, dtype=bool)
         self.pending = np.zeros(k, dtype=bool)
@@ -192,6 +211,9 @@ class JaxBlock:
         given (written at once), else deferred to `flush`."""
         if seed is None and self.fresh[slot]:
             self.fresh[slot] = False
+            if self.out is not None:  # written with the others by commit(), in one call
+                self._noted[slot] = not self._applied[slot]  # same_step: the step wrote it already
+                return
             self._write_row(slot, self.reset_out)
             return
         self.pending[slot] = True
@@ -211,6 +233,9 @@ class JaxBlock:
         self.pending[...] = False
         self.use_seed[...] = False
         self.fresh[rows] = False
+        if self.out is not None:
+            self.out.write_rows(self._views(out), rows)
+            return
         idx = np.flatnonzero(rows)
         obs, world, avail, mask = (None if x is None else np.asarray(x) for x in out)
         block = self.block
@@ -266,6 +291,51 @@ class JaxBlock:
                 self._write_row(slot, last)
             if self.stats.shape[1]:
                 np.copyto(self.stats, np.asarray(stats))
+
+
+    # -- on a device (DummyVecEnv(array_backend="jax" or "torch")) ----------------------
+
+    device_framework = "jax"
+
+    def bind_device(self, out: Any) -> None:
+        """Make results as JAX arrays in ``out`` (a `marl_vec.core.jax_device.JaxOutputs`) from now on."""
+        self.out = out
+
+    def _views(self, out: tuple) -> dict[str, Any]:
+        """The views (obs, state, avail, mask) of a compiled call that this batch keeps, by field."""
+        obs, world, avail, mask = out
+        views = {"obs": obs}
+        if self.write_state and not self.out.state_from_obs:  # else the batch's state is its obs (state="concat")
+            views["state"] = world
+        if avail is not None and self.block.avail_actions is not None:
+            views["avail_actions"] = avail
+        if mask is not None:
+            views["agent_mask"] = mask
+        return views
+
+    def commit(self) -> None:
+        """Write the reset views of the rows `reset_slot` noted (envs that just ended), in one call."""
+        if self._noted.any():
+            rows, self._noted = self._noted, np.zeros(self.k, dtype=bool)
+            self.out.write_rows(self._views(self.reset_out), rows)
+
+    def step_device(self) -> list[int]:
+        """`step` with the actions and results on the device (``out``); returns the slots that
+        ended. The step's one read to the host is which envs ended (a (2, k) bool array); where
+        some did, their episode stats too."""
+        if self.pending.any():
+            self.flush()
+        self.commit()
+        self.keys, self.state, out, last = self.kernels.step(self.keys, self.state, self.out.actions)
+        obs, world, avail, mask, reward, terminated, truncated, ended, stats = out
+        self.reset_out = (obs, world, avail, mask)
+        flags = np.asarray(self.out.step(self._views(self.reset_out), self._views(last), reward, terminated,
+                                         truncated, ended))
+        np.copyto(self.fresh, flags[1])
+        np.logical_and(flags[0], flags[1], out=self._applied) if self.out.autoreset else self._applied.fill(False)
+        if np.count_nonzero(flags[1]) and self.stats.shape[1]:
+            np.copyto(self.stats, np.asarray(stats))
+        return np.flatnonzero(flags[0]).tolist()
 
 
 class JaxMarlStepper(BlockStepper):

@@ -115,8 +115,9 @@ def _action_struct(view: View, lead: tuple[int, ...]) -> Any:
     return jax.ShapeDtypeStruct((*lead, n_agents, max(view.action_dims)), jnp.float32)
 
 
-def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels:
-    """Compile ``step`` and ``reset`` for ``k`` envs of ``view``'s env, saying so on ``stream`` (stderr)."""
+def build_kernels(view: View, k: int, label: str, stream: Any = None, device: Any = None) -> Kernels:
+    """Compile ``step`` and ``reset`` for ``k`` envs of ``view``'s env, saying so on ``stream`` (stderr);
+    ``device`` (a ``jax.Device``; None: JAX's default one): where they run and their state lives."""
     import jax
     import jax.numpy as jnp
 
@@ -174,10 +175,16 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
         state = jax.tree.map(lambda r, s: jnp.where(row, r, s), new_state, state)
         return jnp.where(row, key2, key), state, out
 
-    batched_state = jax.tree.map(lambda s: jax.ShapeDtypeStruct((k, *s.shape), s.dtype), step_state)
-    keys = jax.ShapeDtypeStruct((k, 2), jnp.uint32)
-    actions = _action_struct(view, (k,))
-    flags = jax.ShapeDtypeStruct((k,), jnp.bool_)
+    # Placed only off JAX's default device: there the functions are the ones compiled without a device
+    # (the same programs, so the same persistent-cache entries and numbers).
+    if device is not None and device == jax.devices()[0]:
+        device = None
+    where_to = {} if device is None else {"sharding": jax.sharding.SingleDeviceSharding(device)}
+    batched_state = jax.tree.map(lambda s: jax.ShapeDtypeStruct((k, *s.shape), s.dtype, **where_to), step_state)
+    keys = jax.ShapeDtypeStruct((k, 2), jnp.uint32, **where_to)
+    act = _action_struct(view, (k,))
+    actions = jax.ShapeDtypeStruct(act.shape, act.dtype, **where_to)
+    flags = jax.ShapeDtypeStruct((k,), jnp.bool_, **where_to)
     where = f" (persistent cache: {cache})" if cache else ""
     print(f"marl_vec: compiling the JaxMARL step and reset of {label} for {k} envs; 5-20 s the first time, "
           f"about 1 s from the cache{where} ...", file=stream, flush=True)
@@ -188,4 +195,6 @@ def build_kernels(view: View, k: int, label: str, stream: Any = None) -> Kernels
     seconds = time.perf_counter() - started
     print(f"marl_vec: compiled {label} for {k} envs in {seconds:.1f} s", file=stream, flush=True)
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), batched_state)
+    if device is not None:
+        zeros = jax.device_put(zeros, device)
     return Kernels(step=step, reset=reset, state_zeros=zeros, compile_seconds=seconds)
