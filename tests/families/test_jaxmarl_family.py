@@ -124,3 +124,31 @@ def test_continuous_mpe_scenarios_are_served_with_discrete_actions():
     assert env.spec.n_agents == 6 and env.spec.obs_padded and env.spec.actions_padded
     boxed = make_jaxmarl("MPE_simple_world_comm_v3")  # its default: Box actions, padded per agent
     assert not boxed.spec.discrete and boxed.spec.n_agents == 6
+
+
+@pytest.mark.parametrize("backend", ["dummy", pytest.param("subproc", marks=pytest.mark.slow)])
+def test_every_state_mode_through_episode_ends(backend):
+    """``state="concat"`` failed at the first reset (the block wrote SMAX's own 72-wide state
+    into the 225-wide concatenation); each mode holds through autoresets: ``concat`` is the
+    observations, ``env`` equals ``auto`` (SMAX's world state), ``none`` is absent."""
+    fns = [make_env_fn("jaxmarl", "smax/3m")] * K
+    kwargs = {"num_workers": 2} if backend == "subproc" else {}
+    states, ends = {}, 0
+    for mode in ("auto", "env", "concat", "none"):
+        rng = np.random.default_rng(5)
+        with mv.make_vec(fns, backend=backend, env_seed=2, state=mode, **kwargs) as venv:
+            r = venv.reset()
+            assert venv.spec.state_shape == {"auto": (72,), "env": (72,), "concat": (225,), "none": (0,)}[mode]
+            seen = [r.state]
+            for _ in range(110):  # past SMAX's limit of 100 steps: every env ends at least once
+                r = venv.step((rng.random(r.avail_actions.shape) * r.avail_actions).argmax(-1))
+                seen.append(r.state)
+                ends += int(r.done.sum())
+                if mode == "concat":
+                    np.testing.assert_array_equal(r.state, r.obs.reshape(K, -1))
+                    np.testing.assert_array_equal(r.final_state[r.done], r.final_obs[r.done].reshape(-1, 225))
+            states[mode] = seen
+    assert all(s is None for s in states["none"])
+    for a, b in zip(states["auto"], states["env"]):
+        np.testing.assert_array_equal(a, b)
+    assert ends >= 4 * K

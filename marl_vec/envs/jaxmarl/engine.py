@@ -344,7 +344,8 @@ class JaxMarlStepper(BlockStepper):
     family, env_noun, block_noun = "JaxMARL", "env", "the JAX block"
 
     def make_engine(self, model: Model, k: int, block: RowViews, rows: Sequence[RowViews]) -> JaxBlock:
-        return JaxBlock(model, k, block, rows, model.spec)
+        # The slots' spec, not the model's: the state option (state="concat"/"none") changed it.
+        return JaxBlock(model, k, block, rows, self.adapters[0].spec)
 
 
 class JaxMarlAdapter(BlockSlotAdapter):
