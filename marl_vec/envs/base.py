@@ -188,8 +188,8 @@ class MultiAgentEnv(ABC):
         if not spec.state_is_obs and spec.has_state:
             self._private_state = (spec.state_shape, spec.state_dtype)
         if mode == "concat":
-            size = spec.n_agents * int(np.prod(spec.obs_shape))
-            self.spec = dataclasses.replace(spec, state_shape=(size,), state_dtype=spec.obs_dtype,
+            # One agent: its observation's own shape; several: raveled, concatenated (the buffers' view).
+            self.spec = dataclasses.replace(spec, state_shape=spec.state_leaf_shape(tuple(spec.obs_shape)), state_dtype=spec.obs_dtype,
                                             state_is_obs=True, has_state=True)
         else:
             self.spec = dataclasses.replace(spec, state_shape=(0,), state_is_obs=False, has_state=False)

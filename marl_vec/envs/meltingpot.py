@@ -225,8 +225,8 @@ class MeltingPotAdapter(NativeEnvAdapter):
         elif mode == "none":
             self.spec = dataclasses.replace(spec, state_shape=(0,), state_is_obs=False, has_state=False)
         else:
-            size = spec.n_agents * int(np.prod(spec.obs_shape))
-            self.spec = dataclasses.replace(spec, state_shape=(size,), state_dtype=spec.obs_dtype, state_is_obs=True,
+            # One agent: its observation's own shape; several: raveled, concatenated (the buffers' view).
+            self.spec = dataclasses.replace(spec, state_shape=spec.state_leaf_shape(tuple(spec.obs_shape)), state_dtype=spec.obs_dtype, state_is_obs=True,
                                             has_state=True)
 
     def bind(self, row: RowViews) -> None:

@@ -234,8 +234,8 @@ class PettingZooAdapter(NativeEnvAdapter):
             self.spec = dataclasses.replace(spec, state_shape=tuple(space.shape), state_dtype=np.dtype(space.dtype),
                                             state_is_obs=False, has_state=True)
         else:
-            size = len(self.agent_ids) * int(np.prod(spec.obs_shape))
-            self.spec = dataclasses.replace(spec, state_shape=(size,), state_dtype=spec.obs_dtype,
+            # One agent: its observation's own shape; several: raveled, concatenated (the buffers' view).
+            self.spec = dataclasses.replace(spec, state_shape=spec.state_leaf_shape(tuple(spec.obs_shape)), state_dtype=spec.obs_dtype,
                                             state_is_obs=True, has_state=True)
 
     def bind(self, row: RowViews) -> None:
