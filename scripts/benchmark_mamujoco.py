@@ -115,8 +115,12 @@ def ceiling(env_id: str, n_envs: int, workers: int, pool: list[np.ndarray]) -> t
     return measure, close
 
 
-def subproc(env_id: str, n_envs: int, workers: int) -> tuple[Callable[[int], None], Callable[[], None], list]:
-    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id)] * n_envs, num_workers=workers, env_seed=0)
+def subproc(env_id: str, n_envs: int, workers: int,
+            in_main: bool = False) -> tuple[Callable[[int], None], Callable[[], None], list]:
+    # in_main: one block stepped in this process and workers - 1 worker processes (the
+    # tuner's "N-1 workers + main" layout): as many processes step envs as the ceiling's.
+    layout = {"num_workers": workers - 1, "step_in_main": True} if in_main else {"num_workers": workers}
+    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id)] * n_envs, env_seed=0, **layout)
     venv.reset()
     pool = actions_of(venv.spec, n_envs)
 
@@ -143,9 +147,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--step-in-main", action="store_true",
+                        help="subproc steps one block in this process and --workers - 1 worker processes")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers)
+    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers, args.step_in_main)
     run_plain, close_plain = plain(args.env, args.num_envs, pool)
     measure_ceiling, close_ceiling = ceiling(args.env, args.num_envs, args.workers, pool)
     run_sub(5), run_plain(5)  # warm-up
@@ -158,7 +164,8 @@ def main() -> None:
     ratios = [s / p for p, s, _ in rows]
     of_ceiling = [s / c for _, s, c in rows]
     p_med, s_med, c_med = (statistics.median(r[i] for r in rows) for i in range(3))
-    print(f"{args.env} x{args.num_envs}, {args.workers} workers, {args.rounds} rounds of {args.seconds:g} s, "
+    layout = f"{args.workers - 1} workers + main" if args.step_in_main else f"{args.workers} workers"
+    print(f"{args.env} x{args.num_envs}, {layout}, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs")
     for k, (p, s, c) in enumerate(rows):
         print(f"  round {k}: plain {p:7.0f}   subproc {s:7.0f}   ceiling {c:7.0f} env-steps/s   "
