@@ -129,8 +129,6 @@ def _result_spec(value: Any, batch: tuple[int, ...], device: Any) -> Any:
 def _leaf_specs(space: Any, batch: tuple[int, ...], device: Any) -> Any:
     """A Composite mirroring a (nested) gymnasium Dict space, leaves batched over ``batch``;
     scalar leaves get a trailing 1, as TorchRL's ``MeltingpotEnv``; other spaces are refused."""
-    import gymnasium as gym
-
     if isinstance(space, gym.spaces.Dict):
         return Composite({k: _leaf_specs(v, batch, device) for k, v in space.spaces.items()}, shape=batch)
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
