@@ -42,7 +42,6 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import tempfile
@@ -52,7 +51,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, no_env_message, require
-from marl_vec.envs.pettingzoo.parallel import PettingZooAdapter
+from marl_vec.envs.mamujoco.adapter import MaMuJoCoAdapter
 
 EXTRA = "mamujoco"
 
@@ -105,47 +104,6 @@ def parse_id(env_id: str) -> tuple[str, str | None]:
     return scenario, conf
 
 
-def _time_limit(env: Any) -> int | None:
-    """The max_episode_steps of the first TimeLimit in ``env``'s wrapper chain."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.TimeLimit):
-            return int(env._max_episode_steps)
-        env = env.env
-    return None
-
-
-def _order_label_ties(env: Any) -> None:
-    """Give joints of one label a fixed order in the agents' observations.
-
-    Each agent's joints at each distance are sorted by label; where two share one
-    (Pusher's shoulder pan and lift joints are both labelled ``r_wrist_roll_joint``
-    in gymnasium-robotics 1.4.2), their order is a set's, by object id: it differs
-    from one instance to the next, so agent_0's observation would swap qpos[0] and
-    qpos[1] between envs of a batch. Ties are broken by the joint's qpos index.
-    """
-    changed = False
-    for k_dict in env.k_dicts:
-        for level, nodes in k_dict.items():
-            if len({n.label for n in nodes}) < len(nodes):
-                k_dict[level] = sorted(nodes, key=lambda n: (n.label, repr(n.qpos_ids)))
-                changed = True
-    if changed:
-        env.observation_factorization = env.create_observation_mapping()
-
-
-class MaMuJoCoAdapter(PettingZooAdapter):
-    """A ``mamujoco_v1`` env: the PettingZoo adapter, with its state, episode limit and name."""
-
-    def __init__(self, env: Any, env_id: str):
-        # MAMuJoCo has state() but not PettingZoo's state_space: the full observation's space.
-        env.state_space = env.single_agent_env.observation_space
-        if env.agent_obsk is not None:
-            _order_label_ties(env)
-        super().__init__(env)
-        self.name = f"MaMuJoCo {env_id}"
-        self.spec = dataclasses.replace(self.spec, episode_limit=_time_limit(env.single_agent_env))
-
-
 def _many_segments_env(scenario: str, conf: str, render_mode: str | None, kwargs: dict[str, Any]) -> gym.Env:
     """The library's ManySegment build, with its generated XML in a folder of its own."""
     module_name, base = _MANY_SEGMENTS[scenario]
@@ -183,11 +141,15 @@ def ant_8x1() -> dict[str, Any]:
 
 def make_mamujoco(env_id: str, agent_obsk: int | None = 1, local_categories: list[list[str]] | None = None,
                   global_categories: tuple[str, ...] | None = None, agent_factorization: dict[str, Any] | None = None,
-                  render_mode: str | None = None, **kwargs: Any) -> MaMuJoCoAdapter:
+                  render_mode: str | None = None, compiled: bool = True, **kwargs: Any) -> MaMuJoCoAdapter:
     """The ``mamujoco`` family: ``env_id`` is ``Scenario/agent_conf`` (see the module docstring).
 
     ``kwargs`` (``max_episode_steps``, the robot's own options) go to the robot's env.
+    ``compiled=False`` steps every env through the library's ``env.step`` (see
+    `marl_vec.envs.mamujoco.compiled_step`; the results are the same).
     """
+    if not isinstance(compiled, bool):
+        raise TypeError(f"mamujoco compiled must be True or False, not {compiled!r}")
     require("mujoco", EXTRA, "Multi-Agent MuJoCo")
     mamujoco_v1 = require("gymnasium_robotics.envs.multiagent_mujoco.mamujoco_v1", EXTRA, "Multi-Agent MuJoCo")
     scenario, conf = parse_id(env_id)
@@ -205,4 +167,4 @@ def make_mamujoco(env_id: str, agent_obsk: int | None = 1, local_categories: lis
     env = mamujoco_v1.parallel_env(scenario, conf, agent_obsk=agent_obsk, agent_factorization=agent_factorization,
                                    local_categories=local_categories, global_categories=global_categories,
                                    render_mode=render_mode, gym_env=gym_env, **({} if gym_env else kwargs))
-    return MaMuJoCoAdapter(env, env_id)
+    return MaMuJoCoAdapter(env, env_id, compiled)
