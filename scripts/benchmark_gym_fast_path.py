@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gymnasium as gym  # noqa: E402
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.envs import gym as gym_family  # noqa: E402
+from marl_vec.envs.gym import group_stepper as gym_stepper  # noqa: E402
 
 N = 64
 ACTIONS = np.random.default_rng(0).integers(0, 2, size=(256, N, 1))
@@ -58,13 +58,13 @@ def plain_loop() -> Callable[[int], None]:
 
 
 def dummy(lean: bool, fast: bool) -> Callable[[int], None]:
-    real = gym_family.fast_chain
+    real = gym_stepper.fast_chain
     if not fast:  # the stepper asks when it is built
-        gym_family.fast_chain = lambda env: None
+        gym_stepper.fast_chain = lambda env: None
     try:
         venv = mv.DummyVecEnv([CARTPOLE] * N, **(dict(copy=False, validate=False) if lean else {}))
     finally:
-        gym_family.fast_chain = real
+        gym_stepper.fast_chain = real
     venv.reset()
 
     def run(steps: int) -> None:

@@ -1,8 +1,8 @@
 """gymnasium envs made by ``gym.make`` step below their check-only wrappers, with the same results.
 
-marl_vec/envs/gym_chain.py decides which wrapper chains qualify (only ``OrderEnforcing``,
+marl_vec/envs/gym/wrapper_chain.py decides which wrapper chains qualify (only ``OrderEnforcing``,
 ``PassiveEnvChecker`` and at most one ``TimeLimit``, exact types); the group stepper in
-marl_vec/envs/gym.py then steps and resets the raw env once the checkers are past their
+marl_vec/envs/gym/group_stepper.py then steps and resets the raw env once the checkers are past their
 checks, and does the TimeLimit's counting on the wrapper itself. Here: which chains take
 that path and which do not, and that every field of every result equals the generic path's
 (the whole chain, every step) and a plain gymnasium loop's at the same seeds and actions,
@@ -23,8 +23,8 @@ from gymnasium.envs.classic_control import CartPoleEnv
 from gymnasium.envs.registration import EnvSpec
 
 import marl_vec as mv
-from marl_vec.envs import gym as gym_family
-from marl_vec.envs.gym_chain import fast_chain
+from marl_vec.envs.gym import group_stepper as gym_stepper
+from marl_vec.envs.gym.wrapper_chain import fast_chain
 from tests.core.test_object_spaces import as_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
@@ -109,7 +109,7 @@ def actions_for(kind: Any, steps: int = T, n: int = N, seed: int = 0) -> np.ndar
 
 def generic(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every chain stepped whole in this process, as before the fast path."""
-    monkeypatch.setattr(gym_family, "fast_chain", lambda env: None)
+    monkeypatch.setattr(gym_stepper, "fast_chain", lambda env: None)
 
 
 def run(venv: mv.VecEnv, actions: np.ndarray, seed: int = 5) -> list[mv.StepResult]:

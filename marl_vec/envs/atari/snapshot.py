@@ -5,7 +5,7 @@ One idea: for ``autoreset="fast"``, which wrapper types hold per-episode state
 to save and load it, and which wrappers are known to hold none. A chain with a
 wrapper listed in neither place cannot be snapshot (``spec.snapshots`` False).
 
-May import: numpy, gymnasium (lazily), marl_vec.envs.gym_chain (which wrappers only check).
+May import: numpy, gymnasium (lazily), marl_vec.envs.gym.wrapper_chain (which wrappers only check).
 
 Examples:
     >>> from gymnasium.wrappers import TimeLimit
@@ -56,6 +56,6 @@ def wrapper_savers() -> dict[type, tuple[Any, Any]]:
 
 
 def stateless_wrappers() -> tuple[type, ...]:
-    from marl_vec.envs.gym_chain import check_only_wrappers  # they only check: no state to snapshot
+    from marl_vec.envs.gym.wrapper_chain import check_only_wrappers  # they only check: no state to snapshot
 
     return check_only_wrappers()
