@@ -4,13 +4,17 @@
   stepped one after another in this process with dict actions (each agent's own
   part of the same random actions), reset at each episode's end: what a trainer
   without marl_vec writes;
+- dummy: ``DummyVecEnv`` over the ``mamujoco`` family in this process: the
+  family's own per-env cost against the library's (its compiled step, see
+  docs/families/mamujoco.md#speed; ``--library-step`` steps through the library);
 - subproc: ``SubprocVecEnv`` over the ``mamujoco`` family with ``--workers``
   processes (results in shared memory, ``copy=True``, the default);
 - ceiling: ``--workers`` processes, each running the plain loop over its share of
   the envs at the same time, with no marl_vec and nothing between them: what this
-  machine gives ``--workers`` processes of this env at best. ``subproc / ceiling``
-  is marl_vec's own cost; ``ceiling / plain`` is the machine's (cores, caches,
-  other jobs).
+  machine gives ``--workers`` processes of the library's loop at best.
+  ``ceiling / plain`` is the machine's (cores, caches, other jobs); ``subproc /
+  ceiling`` is what marl_vec adds or costs on top of it (above 1 where its step
+  is cheaper than the library's, ``dummy / plain``).
 
 Rounds are interleaved (``--rounds`` of ``--seconds`` each, after a warm-up);
 the median env-steps/s of each, each round's values, the ratio's spread and the
@@ -115,12 +119,25 @@ def ceiling(env_id: str, n_envs: int, workers: int, pool: list[np.ndarray]) -> t
     return measure, close
 
 
-def subproc(env_id: str, n_envs: int, workers: int,
+def dummy(env_id: str, n_envs: int, options: dict[str, Any],
+          pool: list[np.ndarray]) -> tuple[Callable[[int], None], Callable[[], None]]:
+    venv = mv.DummyVecEnv([make_env_fn("mamujoco", env_id, options)] * n_envs, env_seed=0)
+    venv.reset()
+
+    def run(n: int) -> None:
+        for t in range(n):
+            r = venv.step(pool[t % len(pool)])
+            r.obs, r.state, r.reward, r.done  # noqa: B018 (read, as a trainer would)
+
+    return run, venv.close
+
+
+def subproc(env_id: str, n_envs: int, workers: int, options: dict[str, Any],
             in_main: bool = False) -> tuple[Callable[[int], None], Callable[[], None], list]:
     # in_main: one block stepped in this process and workers - 1 worker processes (the
     # tuner's "N-1 workers + main" layout): as many processes step envs as the ceiling's.
     layout = {"num_workers": workers - 1, "step_in_main": True} if in_main else {"num_workers": workers}
-    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id)] * n_envs, env_seed=0, **layout)
+    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id, options)] * n_envs, env_seed=0, **layout)
     venv.reset()
     pool = actions_of(venv.spec, n_envs)
 
@@ -149,29 +166,36 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--step-in-main", action="store_true",
                         help="subproc steps one block in this process and --workers - 1 worker processes")
+    parser.add_argument("--library-step", action="store_true",
+                        help="the family steps through the library's env.step (compiled=False)")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers, args.step_in_main)
+    options = {"compiled": not args.library_step}
+    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers, options, args.step_in_main)
     run_plain, close_plain = plain(args.env, args.num_envs, pool)
+    run_dummy, close_dummy = dummy(args.env, args.num_envs, options, pool)
     measure_ceiling, close_ceiling = ceiling(args.env, args.num_envs, args.workers, pool)
-    run_sub(5), run_plain(5)  # warm-up
+    run_sub(5), run_plain(5), run_dummy(5)  # warm-up
     rows, loads = [], []
     for _ in range(args.rounds):
-        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_sub, args.num_envs, args.seconds),
-                     measure_ceiling(args.seconds)))
+        rows.append((rate(run_plain, args.num_envs, args.seconds), rate(run_dummy, args.num_envs, args.seconds),
+                     rate(run_sub, args.num_envs, args.seconds), measure_ceiling(args.seconds)))
         loads.append(os.getloadavg()[0])
-    close_sub(), close_plain(), close_ceiling()
-    ratios = [s / p for p, s, _ in rows]
-    of_ceiling = [s / c for _, s, c in rows]
-    p_med, s_med, c_med = (statistics.median(r[i] for r in rows) for i in range(3))
+    close_sub(), close_plain(), close_dummy(), close_ceiling()
+    ratios = [s / p for p, _, s, _ in rows]
+    of_ceiling = [s / c for _, _, s, c in rows]
+    in_process = [d / p for p, d, _, _ in rows]
+    p_med, d_med, s_med, c_med = (statistics.median(r[i] for r in rows) for i in range(4))
     layout = f"{args.workers - 1} workers + main" if args.step_in_main else f"{args.workers} workers"
-    print(f"{args.env} x{args.num_envs}, {layout}, {args.rounds} rounds of {args.seconds:g} s, "
+    step = "library step" if args.library_step else "compiled step"
+    print(f"{args.env} x{args.num_envs}, {layout}, {step}, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs")
-    for k, (p, s, c) in enumerate(rows):
-        print(f"  round {k}: plain {p:7.0f}   subproc {s:7.0f}   ceiling {c:7.0f} env-steps/s   "
-              f"subproc/plain {s / p:.2f}x   ceiling/plain {c / p:.2f}x   subproc/ceiling {s / c:.2f}   "
-              f"(1-min load {loads[k]:.1f})")
-    print(f"median: plain {p_med:.0f}, subproc {s_med:.0f}, ceiling {c_med:.0f} env-steps/s; "
+    for k, (p, d, s, c) in enumerate(rows):
+        print(f"  round {k}: plain {p:6.0f}  dummy {d:6.0f}  subproc {s:6.0f}  ceiling {c:6.0f} env-steps/s   "
+              f"dummy/plain {d / p:.2f}x  subproc/plain {s / p:.2f}x  ceiling/plain {c / p:.2f}x  "
+              f"subproc/ceiling {s / c:.2f}  (1-min load {loads[k]:.1f})")
+    print(f"median: plain {p_med:.0f}, dummy {d_med:.0f}, subproc {s_med:.0f}, ceiling {c_med:.0f} env-steps/s; "
+          f"dummy/plain {d_med / p_med:.2f}x (rounds {min(in_process):.2f}-{max(in_process):.2f}x), "
           f"subproc/plain {s_med / p_med:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}x), "
           f"ceiling/plain {c_med / p_med:.2f}x, subproc/ceiling {statistics.median(of_ceiling):.2f} "
           f"(rounds {min(of_ceiling):.2f}-{max(of_ceiling):.2f})")

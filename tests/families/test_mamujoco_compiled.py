@@ -22,6 +22,7 @@ pytest.importorskip("gymnasium_robotics", reason="the mamujoco extra is not inst
 import marl_vec as mv  # noqa: E402
 from marl_vec.envs.mamujoco import MaMuJoCoAdapter, make_mamujoco  # noqa: E402
 from marl_vec.envs.registry import make_env_fn  # noqa: E402
+from tests.families.test_gym_fast_path import assert_same  # noqa: E402
 from tests.families.test_mamujoco import CASES, SEED, check_row, draw_actions  # noqa: E402
 from tests.helpers.mamujoco_reference import Case, Reference  # noqa: E402
 
@@ -60,20 +61,6 @@ def test_compiled_false_steps_through_the_library_with_the_same_numbers():
         make_mamujoco("Ant/2x4", compiled="no")
 
 
-def assert_same_tree(a, b, where: str) -> None:
-    assert type(a) is type(b), where
-    if isinstance(a, dict):
-        assert list(a) == list(b), where
-        for k in a:
-            assert_same_tree(a[k], b[k], f"{where}/{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for k, (x, y) in enumerate(zip(a, b)):
-            assert_same_tree(x, y, f"{where}/{k}")
-    else:
-        np.testing.assert_array_equal(a, b, err_msg=where)
-
-
 def test_infos_are_the_librarys():
     fns = {c: make_env_fn("mamujoco", "Walker2d/2x3", {"compiled": c}) for c in (True, False)}
     with mv.DummyVecEnv([fns[True]] * 2, env_seed=1) as fast, mv.DummyVecEnv([fns[False]] * 2, env_seed=1) as slow:
@@ -81,7 +68,7 @@ def test_infos_are_the_librarys():
         actions = draw_actions(fast.spec, 30, 2)
         for t in range(30):
             a, b = fast.step(actions[t]), slow.step(actions[t])
-            assert_same_tree(a.infos, b.infos, f"step {t}")
+            assert_same(a.infos, b.infos, f"step {t}")
             assert "agents" in a.infos[0] and set(a.infos[0]["agents"]) == {"agent_0", "agent_1"}
 
 
