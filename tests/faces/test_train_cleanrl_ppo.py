@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import marl_vec as mv
 from marl_vec.compat import GymVectorEnv
+from tests.helpers.scripts import script_module
 
 torch = pytest.importorskip("torch", reason="the examples extra")
-
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "cleanrl_ppo.py"
 
 
 @pytest.fixture(scope="module")
 def ppo():
-    spec = importlib.util.spec_from_file_location("cleanrl_ppo", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cleanrl_ppo"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical runs
-    yield module
-    torch.set_num_threads(threads)
-    sys.modules.pop("cleanrl_ppo", None)
+    with script_module("cleanrl_ppo", torch) as module:
+        yield module
 
 
 @pytest.mark.parametrize("mode, backend", [("same_step", "dummy"), ("same_step", "subproc"), ("next_step", "dummy")])

@@ -3,29 +3,18 @@ the same loop learns on numpy results, and its steps make no host copy of a tens
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.helpers.scripts import script_module
 
 pytest.importorskip("vmas", reason="the vmas extra is not installed: pip install 'marl_vec[vmas]'")
 torch = pytest.importorskip("torch")
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "cleanrl_ippo_vmas.py"
-
 
 @pytest.fixture(scope="module")
 def ippo():
-    spec = importlib.util.spec_from_file_location("cleanrl_ippo_vmas", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cleanrl_ippo_vmas"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bit-identical runs
-    yield module
-    torch.set_num_threads(threads)
-    sys.modules.pop("cleanrl_ippo_vmas", None)
+    with script_module("cleanrl_ippo_vmas", torch) as module:
+        yield module
 
 
 def small(ippo, array_backend):
