@@ -32,6 +32,9 @@ actions, on any backend (dummy, subproc, ray):
   is what ``SyncVectorEnv`` checks: a non-iterable action raises ``TypeError``,
   a wrong number of actions ``ValueError``. (Also refused, with ``TypeError``:
   non-integer actions for a discrete space, which a cast would silently change.)
+- Over a VecEnv with ``array_backend="torch"`` / ``"jax"``: what gymnasium's ``NumpyToTorch``
+  (``ArrayConversion`` to ``jax.numpy``) returns over ``SyncVectorEnv``, made from the
+  batch's own tensors, torch / JAX actions taken (`marl_vec.compat.gym.arrays`).
 - ``reset(seed=int | list | None)``, ``options={"reset_mask": ...}``;
   ``np_random_seed``/``np_random`` are per-env tuples; ``call``/``get_attr``/
   ``set_attr`` reach through gymnasium wrappers (``get_wrapper_attr``/``set_wrapper_attr``);
