@@ -242,3 +242,12 @@ def test_a_turn_based_game_is_served_as_numpy_only():
     with pytest.raises(ValueError, match="a turn-based game .* needs array_backend='numpy', got 'torch'"):
         GymVectorEnv(venv)
     venv.close()
+
+
+def test_from_env_fns_passes_array_backend_to_the_batch():
+    envs = GymVectorEnv.from_env_fns([cartpole] * E, autoreset_mode=GymAutoreset.SAME_STEP, array_backend="torch")
+    obs, _ = envs.reset(seed=0)
+    assert isinstance(obs, torch.Tensor) and envs.venv.array_backend == "torch"
+    with pytest.raises(ValueError, match="use DummyVecEnv for torch or JAX results"):
+        GymVectorEnv.from_env_fns([cartpole] * E, backend="subproc", array_backend="torch")
+    envs.close()
