@@ -24,10 +24,6 @@ import marl_vec as mv
 from marl_vec.compat import GymVectorEnv
 
 torch = pytest.importorskip("torch", reason="the torch extra")
-pytest.importorskip("array_api_compat", reason="gymnasium's array wrappers (gymnasium[array-api])")
-from gymnasium.wrappers.array_conversion import array_conversion  # noqa: E402
-from gymnasium.wrappers.vector import NumpyToTorch  # noqa: E402
-from gymnasium.wrappers.vector.array_conversion import ArrayConversion  # noqa: E402
 
 E = 3
 STEPS = 60
@@ -63,8 +59,20 @@ def frozen_lake() -> gym.Env:  # Discrete observations: the env's own final obs 
     return gym.make("FrozenLake-v1")
 
 
+def gym_wrappers() -> tuple[Any, Any, Any]:
+    """gymnasium's ``array_conversion``, ``NumpyToTorch`` and vector ``ArrayConversion``; they
+    need array-api-compat (the test extra), else the test that asks is skipped."""
+    pytest.importorskip("array_api_compat", reason="gymnasium's array wrappers (gymnasium[array-api])")
+    from gymnasium.wrappers.array_conversion import array_conversion
+    from gymnasium.wrappers.vector import NumpyToTorch
+    from gymnasium.wrappers.vector.array_conversion import ArrayConversion
+
+    return array_conversion, NumpyToTorch, ArrayConversion
+
+
 def to_reference(value: Any, xp: Any) -> Any:
     """gymnasium's ``array_conversion``, item by item inside object arrays (where it raises)."""
+    array_conversion = gym_wrappers()[0]
     if isinstance(value, Mapping):
         return {key: to_reference(v, xp) for key, v in value.items()}
     if isinstance(value, np.ndarray) and value.dtype.hasobject:
@@ -75,13 +83,17 @@ def to_reference(value: Any, xp: Any) -> Any:
     return array_conversion(value, xp)
 
 
-class ItemwiseConversion(ArrayConversion):
+def itemwise_conversion(sync: SyncVectorEnv, xp: Any) -> Any:
     """gymnasium's ArrayConversion with `to_reference` for the infos (same-step's final_obs)."""
+    array_conversion, _, ArrayConversion = gym_wrappers()
 
-    def step(self, actions: Any) -> tuple[Any, ...]:
-        obs, reward, terminated, truncated, info = self.env.step(array_conversion(actions, np))
-        return (*(array_conversion(x, self._target_xp) for x in (obs, reward, terminated, truncated)),
-                to_reference(info, self._target_xp))
+    class ItemwiseConversion(ArrayConversion):
+        def step(self, actions: Any) -> tuple[Any, ...]:
+            obs, reward, terminated, truncated, info = self.env.step(array_conversion(actions, np))
+            return (*(array_conversion(x, self._target_xp) for x in (obs, reward, terminated, truncated)),
+                    to_reference(info, self._target_xp))
+
+    return ItemwiseConversion(sync, np, xp)
 
 
 def assert_same(ours: Any, theirs: Any, where: str) -> None:
@@ -110,13 +122,14 @@ def make_pair(fn: Callable[[], gym.Env], mode: str, xp_name: str, copy: bool = T
     kwargs = {"reward_dtype": "float32"} if xp_name == "jax" else {}  # JAX has no float64 without x64
     ours = GymVectorEnv(mv.DummyVecEnv([fn] * E, env_seed=None, autoreset=mode, copy=copy, array_backend=xp_name,
                                        **kwargs))
+    _, NumpyToTorch, ArrayConversion = gym_wrappers()
     sync = SyncVectorEnv([fn] * E, autoreset_mode=GymAutoreset[mode.upper()], copy=copy)
     if xp_name == "torch":
-        theirs = NumpyToTorch(sync) if mode != "same_step" else ItemwiseConversion(sync, np, torch)
+        theirs = NumpyToTorch(sync) if mode != "same_step" else itemwise_conversion(sync, torch)
     else:
         import jax.numpy as jnp
 
-        theirs = (ArrayConversion if mode != "same_step" else ItemwiseConversion)(sync, np, jnp)
+        theirs = ArrayConversion(sync, np, jnp) if mode != "same_step" else itemwise_conversion(sync, jnp)
     return ours, theirs
 
 
@@ -174,6 +187,7 @@ def test_jax_face_equals_array_conversion_to_jax_over_sync_vector_env(fn, mode):
 
 def test_numpy_to_torch_itself_raises_on_same_step_final_obs():
     """Why the same-step reference converts final_obs item by item: gymnasium's wrapper cannot."""
+    NumpyToTorch = gym_wrappers()[1]
     theirs = NumpyToTorch(SyncVectorEnv([cartpole] * E, autoreset_mode=GymAutoreset.SAME_STEP))
     theirs.reset(seed=3)
     with pytest.raises(BufferError):
