@@ -8,16 +8,22 @@ As in CleanRL, each env carries gymnasium's ``RecordEpisodeStatistics``; episode
 are read from ``infos["final_info"]["episode"]`` (same-step autoreset) or
 ``infos["episode"]`` (next-step).
 
+With ``Args.array_backend == "torch"`` the loop takes torch tensors from the env
+(the face over ``DummyVecEnv(..., array_backend="torch")``, or gymnasium's
+``NumpyToTorch``) and sends torch actions: no ``torch.Tensor(numpy_array)`` on
+the hot path. The same seed gives the same parameters either way.
+
 Usage::
 
     python scripts/cleanrl_ppo.py --total-timesteps 4096 --backend subproc
+    python scripts/cleanrl_ppo.py --array-backend torch     # the face hands out torch tensors
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -46,6 +52,8 @@ class Args:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    # "numpy": the env returns numpy arrays (CleanRL's own loop); "torch": torch tensors.
+    array_backend: str = "numpy"
 
     @property
     def batch_size(self) -> int:
@@ -129,8 +137,9 @@ def train(envs: gym.vector.VectorEnv, args: Args) -> Result:
 
     result = Result()
     num_iterations = args.total_timesteps // args.batch_size
+    on_torch = args.array_backend == "torch"  # the env hands out tensors: no numpy conversions
     next_obs, _ = envs.reset(seed=args.seed)
-    next_obs = torch.Tensor(next_obs).to(device)
+    next_obs = next_obs.to(device) if on_torch else torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
 
     for iteration in range(1, num_iterations + 1):
@@ -146,10 +155,15 @@ def train(envs: gym.vector.VectorEnv, args: Args) -> Result:
                 values[step] = value.flatten()
             actions[step] = action
             logprobs[step] = logprob
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done = np.logical_or(terminations, truncations)
-            rewards[step] = torch.tensor(reward).to(device).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+            if on_torch:
+                next_obs, reward, terminations, truncations, infos = envs.step(action)
+                rewards[step] = reward.to(device).view(-1)
+                next_obs, next_done = next_obs.to(device), (terminations | truncations).to(device, torch.float32)
+            else:
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                rewards[step] = torch.tensor(reward).to(device).view(-1)
+                next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
             _record_episodes(infos, result)
 
         with torch.no_grad():
@@ -217,13 +231,17 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backend", default="dummy", choices=["dummy", "subproc"])
+    parser.add_argument("--array-backend", default="numpy", choices=["numpy", "torch"],
+                        help="torch: the face hands out torch tensors (DummyVecEnv only)")
     cli = parser.parse_args()
+    if cli.array_backend == "torch" and cli.backend != "dummy":
+        parser.error("--array-backend torch needs --backend dummy (the process backend returns numpy)")
     torch.set_num_threads(1)
     args = Args(seed=cli.seed, total_timesteps=cli.total_timesteps)
     fns = [make_env() for _ in range(args.num_envs)]
     theirs = train(gym.vector.SyncVectorEnv(fns, autoreset_mode="SameStep"), args)
-    venv = mv.make_vec(fns, backend=cli.backend, env_seed=None, autoreset="same_step")
-    ours = train(GymVectorEnv(venv), args)
+    venv = mv.make_vec(fns, backend=cli.backend, env_seed=None, autoreset="same_step", array_backend=cli.array_backend)
+    ours = train(GymVectorEnv(venv), replace(args, array_backend=cli.array_backend))
     same = ours.episode_returns == theirs.episode_returns and ours.episode_lengths == theirs.episode_lengths
     same_params = all(np.array_equal(a, b) for a, b in zip(ours.parameters, theirs.parameters))
     print(f"{len(ours.episode_returns)} episodes; same episodes: {same}; same parameters: {same_params}")

@@ -15,7 +15,8 @@ differs is where the numbers live:
   the host (``Tensor.tolist``) only for the envs that ended.
 
 Served: autoreset ``same_step`` and ``disabled`` (what the block engines serve),
-no ``restart_on_error``; `refusal` says why otherwise.
+no ``restart_on_error``; `refusal` says why otherwise. `DeviceGroupBase` is the
+loop itself, shared with the JAX twin (`marl_vec.core.jax_device.JaxDeviceGroup`).
 
 May import: numpy, torch (lazily), ``marl_vec.core.{device_outputs,episode,group}``.
 """
@@ -64,7 +65,47 @@ class DeviceEpisodeTracker(EpisodeTracker):
         return summaries
 
 
-class DeviceGroup:
+class DeviceGroupBase:
+    """What the torch and JAX device groups share: `EnvGroup.step`'s loop over a stepper that
+    steps the whole group on the device (`step`), and the modes they serve (`served`).
+    A subclass says what happens where episodes ended (`_end_episodes`: torch keeps the
+    finals first, JAX commits the autoreset after) and how a reset clears the device rows."""
+
+    group: EnvGroup
+    out: Any  # the device outputs: the stepper writes them, ``out.reward`` is the step's reward
+
+    @staticmethod
+    def served(group: EnvGroup) -> str | None:
+        """Why ``group``'s mode or options do not fit a batch stepped in one call (None: they do)."""
+        if group.mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
+            return f"autoreset={group.mode.value!r}: device outputs serve same_step and disabled"
+        if group.restart_on_error:
+            return "restart_on_error: an env restarted alone does not fit a batch stepped in one call"
+        return None
+
+    def step(self) -> list[dict[str, Any]]:
+        """`EnvGroup.step` on the device: the stepper's step, then the ended envs' finals,
+        summaries and autoresets (as the group makes them)."""
+        group = self.group
+        if group.finished:
+            raise EnvFinishedError.for_env(group.start + min(group.finished))
+        ended = group._stepper.step_device()
+        group.episodes.add_step(self.out.reward)
+        infos: list[dict[str, Any]] = [{} for _ in range(len(group))]
+        group.ended = ended
+        if ended:
+            self._end_episodes(ended, infos)
+        return infos
+
+    def _end_episodes(self, ended: list[int], infos: list[dict[str, Any]]) -> None:
+        """The ended envs' summaries into ``infos`` and their autoresets (the group's own
+        `_end_episode`); subclasses add what their device needs around it."""
+        group = self.group
+        for j, summary in zip(ended, group.episodes.end(ended)):
+            infos[j] = group._end_episode(j, infos[j], summary)
+
+
+class DeviceGroup(DeviceGroupBase):
     """Steps and resets ``group`` with its outputs in ``outputs`` (the whole batch's; the
     group's rows are taken here). Build it before the group's first reset."""
 
@@ -89,11 +130,7 @@ class DeviceGroup:
             return f"{type(group.adapters[0]).__name__}'s stepper writes host buffers only"
         if group._stepper.device_framework() != "torch":  # JAX engines: marl_vec.core.jax_device
             return f"{type(group.adapters[0]).__name__}'s stepper makes {group._stepper.device_framework()} arrays"
-        if group.mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
-            return f"autoreset={group.mode.value!r}: device outputs serve same_step and disabled"
-        if group.restart_on_error:
-            return "restart_on_error: an env restarted alone does not fit a batch stepped in one call"
-        return None
+        return DeviceGroupBase.served(group)
 
     def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
         """`EnvGroup.reset`, the reset envs' reward and flags cleared on the device."""
@@ -104,22 +141,11 @@ class DeviceGroup:
             tensor[rows] = 0
         return infos
 
-    def step(self) -> list[dict[str, Any]]:
-        """`EnvGroup.step` on the device: the stepper's step, then the ended envs' finals,
-        summaries and autoresets (as the group makes them)."""
-        group = self.group
-        if group.finished:
-            raise EnvFinishedError.for_env(group.start + min(group.finished))
-        ended = group._stepper.step_device()
-        group.episodes.add_step(self.out.reward)
-        infos: list[dict[str, Any]] = [{} for _ in range(len(group))]
-        group.ended = ended
-        if ended:
-            if group._keeps_final:
-                self._keep_finals(ended)
-            for j, summary in zip(ended, group.episodes.end(ended)):
-                infos[j] = group._end_episode(j, infos[j], summary)
-        return infos
+    def _end_episodes(self, ended: list[int], infos: list[dict[str, Any]]) -> None:
+        """same_step: the ended envs' rows copied to ``final_*`` before their resets overwrite them."""
+        if self.group._keeps_final:
+            self._keep_finals(ended)
+        super()._end_episodes(ended, infos)
 
     def _keep_finals(self, ended: list[int]) -> None:
         if len(ended) == 1:

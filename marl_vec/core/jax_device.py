@@ -28,7 +28,7 @@ on the device and reads them to the host (one ``jax.device_get``) only where an
 episode ends or a reset clears a return, or every `SYNC_STEPS` steps; there they are
 added in order, in float64, as numpy mode adds them (bit for bit the same returns).
 
-May import: numpy, jax (lazily), ``marl_vec.core.{buffers,episode,group}``.
+May import: numpy, jax (lazily), ``marl_vec.core.{buffers,device_group,episode,group}``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
-from marl_vec.core.episode import AutoresetMode, EpisodeTracker
-from marl_vec.core.group import EnvFinishedError, EnvGroup
+from marl_vec.core.device_group import DeviceGroupBase
+from marl_vec.core.episode import EpisodeTracker
+from marl_vec.core.group import EnvGroup
 
 # What a JAX engine makes (the rest stays as the buffers began: fixed avail, all-True mask).
 VIEWS = ("obs", "state", "avail_actions", "agent_mask")
@@ -203,7 +204,7 @@ class PendingEpisodeTracker(EpisodeTracker):
         return super().end(ids)
 
 
-class JaxDeviceGroup:
+class JaxDeviceGroup(DeviceGroupBase):
     """Steps and resets ``group`` (the whole batch: one group) with its results in ``outputs``,
     made by its JAX engine on the device. Build it before the group's first reset."""
 
@@ -222,13 +223,9 @@ class JaxDeviceGroup:
         stepper = group._stepper
         if not stepper.supports_device() or stepper.device_framework() != "jax":
             return f"{type(group.adapters[0]).__name__}'s stepper makes no JAX results on a device"
-        if group.mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
-            return f"autoreset={group.mode.value!r}: device outputs serve same_step and disabled"
-        if group.restart_on_error:
-            return "restart_on_error: an env restarted alone does not fit a batch stepped in one call"
         if group.start != 0 or len(group) != group.buffers.obs.shape[0]:
             return "JAX device results serve one group over the whole batch"
-        return None
+        return DeviceGroupBase.served(group)
 
     def reset(self, seed: int | None = None, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
         """`EnvGroup.reset`, the reset envs' views written and reward and flags cleared on the device."""
@@ -241,18 +238,8 @@ class JaxDeviceGroup:
         self.out.clear_rows(rows)
         return infos
 
-    def step(self) -> list[dict[str, Any]]:
-        """`EnvGroup.step` on the device: the engine's step, then the ended envs' finals,
-        summaries and autoresets (as the group makes them)."""
-        group = self.group
-        if group.finished:
-            raise EnvFinishedError.for_env(group.start + min(group.finished))
-        ended = group._stepper.step_device()
-        group.episodes.add_step(self.out.reward)
-        infos: list[dict[str, Any]] = [{} for _ in range(len(group))]
-        group.ended = ended
-        if ended:  # same_step: the finals and reset views are made already (JaxOutputs.step)
-            for j, summary in zip(ended, group.episodes.end(ended)):
-                infos[j] = group._end_episode(j, infos[j], summary)
-            group._stepper.engine.commit()  # the autoreset envs' new episodes, in one call
-        return infos
+    def _end_episodes(self, ended: list[int], infos: list[dict[str, Any]]) -> None:
+        """The summaries and autoresets (same_step's finals and reset views are made already, in
+        `JaxOutputs.step`), then the autoreset envs' new episodes committed in one call."""
+        super()._end_episodes(ended, infos)
+        self.group._stepper.engine.commit()

@@ -47,6 +47,8 @@ ARRAY_BACKENDS = ("numpy", "torch", "jax")
 # StepResult's array fields, each with the buffers' attribute it is made of.
 FIELDS = ("obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
           "final_obs", "final_state", "final_avail_actions", "acting", "final_acting")
+# The observation spaces a torch / JAX batch serves (one numeric array each), for the error messages.
+_ARRAY_SPACES = "Box, Discrete, MultiDiscrete, MultiBinary observations"
 FINALS = ("final_obs", "final_state", "final_avail_actions", "final_acting")
 
 
@@ -107,11 +109,14 @@ class DeviceArrays:
     def __init__(self, buffers: BatchBuffers, array_backend: str, device: Any = None):
         self.array_backend = parse_array_backend(array_backend)
         if buffers.spec.obs_space is not None and not isinstance(buffers.obs, np.ndarray):
-            raise ValueError(f"array_backend={array_backend!r} needs one observation array; "
-                             "Dict/Tuple observations are served as numpy only")
+            raise ValueError(f"array_backend={array_backend!r} needs one observation array, got a Dict/Tuple "
+                             f"observation space; allowed with {array_backend!r}: {_ARRAY_SPACES}; Dict/Tuple "
+                             "observations need array_backend='numpy'")
         if any(getattr(buffers, name) is not None and getattr(buffers, name).dtype.hasobject
                for name in ("obs", "state")):
-            raise ValueError(f"array_backend={array_backend!r}: object observations (Text, Graph) are numpy only")
+            raise ValueError(f"array_backend={array_backend!r}: object observations (Text, Graph, Sequence, OneOf, "
+                             f"custom spaces) have no tensor form; allowed with {array_backend!r}: {_ARRAY_SPACES}; "
+                             "object observations need array_backend='numpy'")
         self.buffers = buffers
         self.host = is_host_device(device)
         if array_backend == "torch":

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from marl_vec.core.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.core.episode import AutoresetMode
-from marl_vec.core.device_group import DeviceGroup
+from marl_vec.core.device_group import DeviceGroup, DeviceGroupBase
 from marl_vec.core.device_outputs import DeviceOutputs
 from marl_vec.core.group import EnvFinishedError, EnvGroup
 from marl_vec.core.jax_device import JaxDeviceGroup, JaxOutputs
@@ -87,7 +87,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
             raise ValueError(f"device={device!r} needs array_backend='torch' or 'jax'; numpy arrays live on the host")
         env_fns, mode = check_backend_args("DummyVecEnv", env_fns, state, autoreset, restart_on_error, reward_dtype)
         adapters = [as_adapter(fn()) for fn in env_fns]
-        self._device_group: DeviceGroup | JaxDeviceGroup | None = None
+        self._device_group: DeviceGroupBase | None = None
         try:
             super().__init__(adapters[0].spec, len(adapters), mode, copy, validate, stats_window, reward_dtype)
             if device is None and self.array_backend != "numpy":
@@ -134,7 +134,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         arrays = self._device_arrays
         assert arrays is not None
         outputs = JaxOutputs(self.buffers, self.group._stepper.engine.device or jax_default_device())
-        self._device_group = JaxDeviceGroup(self.group, outputs)  # type: ignore[assignment]
+        self._device_group = JaxDeviceGroup(self.group, outputs)
         arrays.use_outputs(outputs)
         self._device_actions = JaxDeviceActions(self, outputs)  # type: ignore[assignment]
 

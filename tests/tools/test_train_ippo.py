@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import marl_vec as mv
+from tests.helpers.scripts import script_module
 
 torch = pytest.importorskip("torch")
 mpe2_spread = pytest.importorskip("mpe2.simple_spread_v3")
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "train_ippo.py"
-
 
 @pytest.fixture(scope="module")
 def ippo():
-    spec = importlib.util.spec_from_file_location("train_ippo", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_ippo"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("train_ippo", None)
+    with script_module("train_ippo") as module:
+        yield module
 
 
 def test_gae_bootstraps_truncated_and_not_terminated_episodes(ippo):

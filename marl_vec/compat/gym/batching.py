@@ -83,12 +83,20 @@ class FinalObs:
         self.kinds: list[Any] | None = None
 
     def __call__(self, final_obs: Any, env: int, copy: bool) -> Any:
+        return final_obs_of(self.space, final_obs, env, copy, self.kind(env))
+
+    def kind(self, env: int) -> Any:
+        """The kind of env ``env``'s observations (`marl_vec.core.obs_types.obs_kind`); without
+        one (adapters other than GymAdapter), a Discrete observation's is a Python int."""
         if self.kinds is None:
             try:
                 self.kinds = list(self.venv.get_attr(OBS_KIND_ATTR))
             except Exception:  # not a GymAdapter (AttributeError here, WorkerError from a worker)
                 self.kinds = [None] * self.venv.num_envs
-        return final_obs_of(self.space, final_obs, env, copy, self.kinds[env])
+        kind = self.kinds[env]
+        if kind is None and isinstance(self.space, gymnasium.spaces.Discrete):
+            return ("python", "int")  # as final_obs_of gives it
+        return kind
 
 
 def gym_batch(space: gymnasium.spaces.Space, tree: Any) -> Any:

@@ -32,6 +32,9 @@ actions, on any backend (dummy, subproc, ray):
   is what ``SyncVectorEnv`` checks: a non-iterable action raises ``TypeError``,
   a wrong number of actions ``ValueError``. (Also refused, with ``TypeError``:
   non-integer actions for a discrete space, which a cast would silently change.)
+- Over a VecEnv with ``array_backend="torch"`` / ``"jax"``: what gymnasium's ``NumpyToTorch``
+  (``ArrayConversion`` to ``jax.numpy``) returns over ``SyncVectorEnv``, made from the
+  batch's own tensors, torch / JAX actions taken (`marl_vec.compat.gym.arrays`).
 - ``reset(seed=int | list | None)``, ``options={"reset_mask": ...}``;
   ``np_random_seed``/``np_random`` are per-env tuples; ``call``/``get_attr``/
   ``set_attr`` reach through gymnasium wrappers (``get_wrapper_attr``/``set_wrapper_attr``);
@@ -65,6 +68,7 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
 
 from marl_vec.core import spaces
+from marl_vec.compat.gym.arrays import FaceArrays, refuse
 from marl_vec.compat.gym.batching import (FinalObs, _batched_leaves, _env_info, _gym_episode, _venv_tree, agent_zero,
                                           final_obs_of, gym_batch, object_column)
 from marl_vec.compat.gym.spaces import (_attr_or_none, _check_same, _mismatch_as_gymnasium, _native_action_space,
@@ -73,6 +77,7 @@ from marl_vec.compat.opponent import OpponentSeat, serve_seat
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.spec import ObjectAction, SpecMismatchError, TreeAction
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.device_arrays import host_array
 
 __all__ = ["GymVectorEnv", "AUTORESET_MODES", "observation_space_of", "action_space_of", "agent_zero", "final_obs_of",
            "gym_batch", "object_column"]
@@ -115,6 +120,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         opponent: Any = None,
         seat: int | str = 0,
     ):
+        array_backend = refuse(venv, getattr(venv.spec, "turn_based", False))
         venv = serve_seat(venv, opponent, seat, "GymVectorEnv", "gymnasium's VectorEnv")
         spec = venv.spec
         if venv.autoreset not in AUTORESET_MODES:
@@ -179,6 +185,8 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         self._object_actions = isinstance(spec.action, ObjectAction)
         self._copy_flags = not venv.copy  # SyncVectorEnv copies rewards and flags even with copy=False
         self._final_obs = FinalObs(venv)  # final_obs leaves of the envs' own types
+        # Over a torch / JAX batch: its tensors as gymnasium's NumpyToTorch / ArrayConversion give them.
+        self._arrays = None if array_backend == "numpy" else FaceArrays(venv, self._action_shape, self._discrete)
 
     @classmethod
     def from_env_fns(
@@ -267,6 +275,8 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             )
         env_ids = list(range(self.num_envs))
         options = dict(options or {})
+        if self._arrays is not None:  # as gymnasium's wrappers: a torch / JAX reset_mask to numpy
+            options = host_array(options)
         if "reset_mask" in options:
             env_ids = np.flatnonzero(self._check_reset_mask(options.pop("reset_mask"))).tolist()
         if options:
@@ -295,6 +305,8 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         for i in sorted(env_infos):
             if env_infos[i]:
                 infos = self._add_info(infos, env_infos[i], i)
+        if self._arrays is not None:
+            return self._arrays.squeeze(r.obs), self._arrays.infos(infos)
         return self._observations(r.obs), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -307,13 +319,17 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             summary = info.get("episode")
             env_info = _env_info(info)
             if self._keeps_final and done[i]:
-                final_obs = self._final_obs(r.final_obs, i, copy=not self.venv.copy)
+                final_obs = (self._final_obs(r.final_obs, i, copy=not self.venv.copy) if self._arrays is None else
+                             self._arrays.final_obs(r.final_obs, i, self._final_obs.kind(i), not self.venv.copy))
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": env_info}, i)
                 env_info = info.get("reset_info", {})
             if env_info:
                 infos = self._add_info(infos, env_info, i)
             if self.episode_info and summary is not None and "episode" not in env_info:
                 infos = self._add_info(infos, {"episode": _gym_episode(summary)}, i)
+        if self._arrays is not None:
+            reward, terminated, truncated = self._arrays.flags(r.reward, r.terminated, r.truncated, self._copy_flags)
+            return self._arrays.squeeze(r.obs), reward, terminated, truncated, self._arrays.infos(infos)
         reward, terminated, truncated = r.reward[:, 0], r.terminated[:, 0], r.truncated[:, 0]
         if self._copy_flags:
             reward, terminated, truncated = reward.copy(), terminated.copy(), truncated.copy()
@@ -355,6 +371,11 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     def _venv_actions(self, actions: Any) -> Any:
         """``actions`` as the VecEnv's (E, 1, *action_shape), checked as SyncVectorEnv checks them."""
+        if self._arrays is not None:
+            native = self._arrays.actions(actions)
+            if native is not None:
+                return native  # the VecEnv reads CPU tensors / arrays without a copy
+            actions = host_array(actions)  # as gymnasium's wrappers: to numpy, leaf by leaf
         if self._tree_actions:
             return self._venv_tree_actions(actions)
         if self._object_actions:
