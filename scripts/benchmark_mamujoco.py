@@ -132,12 +132,13 @@ def dummy(env_id: str, n_envs: int, options: dict[str, Any],
     return run, venv.close
 
 
-def subproc(env_id: str, n_envs: int, workers: int, options: dict[str, Any],
-            in_main: bool = False) -> tuple[Callable[[int], None], Callable[[], None], list]:
+def subproc(env_id: str, n_envs: int, workers: int, options: dict[str, Any], in_main: bool = False,
+            spin_us: float = 0.0) -> tuple[Callable[[int], None], Callable[[], None], list]:
     # in_main: one block stepped in this process and workers - 1 worker processes (the
     # tuner's "N-1 workers + main" layout): as many processes step envs as the ceiling's.
     layout = {"num_workers": workers - 1, "step_in_main": True} if in_main else {"num_workers": workers}
-    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id, options)] * n_envs, env_seed=0, **layout)
+    venv = mv.SubprocVecEnv([make_env_fn("mamujoco", env_id, options)] * n_envs, env_seed=0, spin_us=spin_us,
+                            **layout)
     venv.reset()
     pool = actions_of(venv.spec, n_envs)
 
@@ -166,12 +167,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--step-in-main", action="store_true",
                         help="subproc steps one block in this process and --workers - 1 worker processes")
+    parser.add_argument("--spin-us", type=float, default=0.0, help="SubprocVecEnv's spin_us (default 0)")
     parser.add_argument("--library-step", action="store_true",
                         help="the family steps through the library's env.step (compiled=False)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     options = {"compiled": not args.library_step}
-    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers, options, args.step_in_main)
+    run_sub, close_sub, pool = subproc(args.env, args.num_envs, args.workers, options, args.step_in_main,
+                                       args.spin_us)
     run_plain, close_plain = plain(args.env, args.num_envs, pool)
     run_dummy, close_dummy = dummy(args.env, args.num_envs, options, pool)
     measure_ceiling, close_ceiling = ceiling(args.env, args.num_envs, args.workers, pool)
@@ -188,7 +191,7 @@ def main() -> None:
     p_med, d_med, s_med, c_med = (statistics.median(r[i] for r in rows) for i in range(4))
     layout = f"{args.workers - 1} workers + main" if args.step_in_main else f"{args.workers} workers"
     step = "library step" if args.library_step else "compiled step"
-    print(f"{args.env} x{args.num_envs}, {layout}, {step}, {args.rounds} rounds of {args.seconds:g} s, "
+    print(f"{args.env} x{args.num_envs}, {layout}, spin_us={args.spin_us:g}, {step}, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} CPUs")
     for k, (p, d, s, c) in enumerate(rows):
         print(f"  round {k}: plain {p:6.0f}  dummy {d:6.0f}  subproc {s:6.0f}  ceiling {c:6.0f} env-steps/s   "
