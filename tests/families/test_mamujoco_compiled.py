@@ -159,3 +159,20 @@ def test_the_maps_equal_the_librarys_own_mapping_functions():
         n = len(library[agent])
         np.testing.assert_array_equal(rows[j, :n], library[agent])
         assert not rows[j, n:].any(), "the padding is zeros"
+
+
+def test_the_benchmark_script_runs_as_the_docs_show_it(tmp_path):
+    """scripts/benchmark_mamujoco.py (the figures of docs/families/mamujoco.md#speed), tiny:
+    every column measured and printed, for the compiled step and the library's."""
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "benchmark_mamujoco.py"
+    for extra in ([], ["--library-step", "--spin-us", "100"]):
+        out = subprocess.run([sys.executable, str(script), "--num-envs", "4", "--rounds", "1", "--seconds", "0.2",
+                              *extra], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        step = "library step" if extra else "compiled step"
+        assert f"Ant/2x4 x4, 2 workers, spin_us={'100' if extra else '0'}, {step}, 1 rounds of 0.2 s" in out.stdout
+        assert "median: plain" in out.stdout and "subproc/ceiling" in out.stdout
