@@ -50,9 +50,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
 try:
@@ -103,7 +105,7 @@ class AgileRLVecEnv(PettingZooVecEnv):
         super().__init__(
             venv.num_envs,
             {agent: single_obs for agent in agents},
-            {agent: single_action for agent in agents},
+            _action_spaces(spec),
             agents,
             metadata={"render_modes": []},
         )
@@ -307,3 +309,11 @@ def _add_info(vector_infos: dict[str, Any], info: dict[str, Any], i: int, num_en
                     vector_infos[key] = np.full(num_envs, None, dtype=object)
             vector_infos[key][i] = value
         vector_infos.setdefault(f"_{key}", np.zeros(num_envs, dtype=bool))[i] = True
+
+
+def _action_spaces(spec: EnvSpec) -> dict[str, gym.spaces.Space]:
+    """Each agent's action space: Box actions within the agent's own bounds (agents' Boxes may
+    differ, and AgileRL scales each agent's actions into its own space), else the shared one."""
+    if isinstance(spec.action, ContinuousAction):
+        return {agent: spec.action.agent_space(a, spec.n_agents) for a, agent in enumerate(spec.agents)}
+    return dict.fromkeys(spec.agents, spec.single_agent_action_space)

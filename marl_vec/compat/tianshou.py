@@ -86,6 +86,7 @@ import numpy as np
 from marl_vec.compat.tianshou_values import NativeValues
 from marl_vec.core.group import ENV_EPISODE_KEY
 from marl_vec.core.obs_types import REWARD_KIND_ATTR
+from marl_vec.core.spec import ContinuousAction
 from marl_vec.envs.base import RESET_OPTIONS_ATTR
 from marl_vec.envs.extras import require
 from marl_vec.vec.base import VecEnv
@@ -197,7 +198,7 @@ class TianshouVectorEnv(BaseVectorEnv):
         self.waiting_id: list[int] = []
         self.ready_id = list(range(n))
         self.is_closed = False
-        self._action_spaces = [self._one_space(spec.single_agent_action_space) for _ in range(n)]
+        self._action_spaces = [self._one_space(spec.single_agent_action_space, actions=True) for _ in range(n)]
         self._observation_spaces = [self._one_space(spec.single_agent_observation_space) for _ in range(n)]
         self._next_reset: dict[int, tuple[Any, dict[str, Any]]] = {}  # env -> its next episode's (obs, info)
         self._redo: set[int] = set()  # envs whose next episode began before a set_env_attr: reset them again
@@ -214,10 +215,16 @@ class TianshouVectorEnv(BaseVectorEnv):
             self._movers = np.full(n, -1, dtype=np.int64)  # env -> index of its agent to move (-1: none)
         self._owned = False  # every env returned by recv() (so send() may step any)
 
-    def _one_space(self, space: gym.Space) -> gym.Space:
+    def _one_space(self, space: gym.Space, actions: bool = False) -> gym.Space:
         """Env i's own copy (each env's space is seeded on its own, as Tianshou's workers' are)."""
         if self._agents != "axis":  # one agent's: the agent to move's, in turns
             return copy.deepcopy(space)
+        action = self._spec.action
+        if actions and isinstance(action, ContinuousAction):
+            # (A, *shape) with each agent's own bounds: agents' Boxes may differ, and Tianshou
+            # scales a policy's actions into the space's bounds entry by entry.
+            low, high = action.agent_bounds(self._spec.n_agents)
+            return gym.spaces.Box(low, high, low.shape, action.dtype)
         return gym.vector.utils.batch_space(space, self._spec.n_agents)
 
     # -- attributes ---------------------------------------------------------------

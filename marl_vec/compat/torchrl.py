@@ -244,9 +244,13 @@ class TorchRLEnv(EnvBase):
                     group_obs["action_mask"] = flag(E, A, n)
             else:
                 assert isinstance(spec.action, ContinuousAction)
+                # Each member's own bounds (agents' Boxes may differ in size and bounds; padding
+                # entries, ignored by the env, get finite ones so that a squashed policy can use them).
                 shape = (E, A, *spec.action.shape)
-                low = torch.tensor(np.broadcast_to(spec.action.low, spec.action.shape), dtype=torch.float32)
-                high = torch.tensor(np.broadcast_to(spec.action.high, spec.action.shape), dtype=torch.float32)
+                agent_low, agent_high = spec.action.agent_bounds(spec.n_agents)
+                rows = self._group_index[group]
+                low = torch.tensor(agent_low[rows], dtype=torch.float32)
+                high = torch.tensor(agent_high[rows], dtype=torch.float32)
                 act = Bounded(low=low.expand(shape), high=high.expand(shape), shape=shape, dtype=torch.float32, device=dev)
             if self._agent_mask:
                 group_obs["mask"] = flag(E, A)

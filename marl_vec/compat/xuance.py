@@ -122,7 +122,9 @@ class XuanCeVecEnv:
         self.observation_space: dict[str, spaces.Space] = {
             agent: spaces.Box(-np.inf, np.inf, spec.obs_shape, spec.obs_dtype) for agent in self.agents
         }
-        self.action_space: dict[str, spaces.Space] = {agent: _action_space(spec.action) for agent in self.agents}
+        self.action_space: dict[str, spaces.Space] = {
+            agent: _action_space(spec.action, a, spec.n_agents) for a, agent in enumerate(self.agents)
+        }
         self.state_space = spaces.Box(-np.inf, np.inf, spec.state_shape, spec.state_dtype)
         self.env_info: dict[str, Any] = {
             "state_space": self.state_space,
@@ -154,10 +156,8 @@ class XuanCeVecEnv:
         self._episode_score: list[dict[str, float]] = [dict.fromkeys(self.agents, 0.0) for _ in range(E)]
         # Actions are copied into this array (and clipped, if continuous) before the env sees them.
         self._actions = np.zeros((E, self.num_agents, *spec.action_shape), spec.action.dtype)
-        self._clip = (
-            (np.broadcast_to(spec.action.low, spec.action_shape), np.broadcast_to(spec.action.high, spec.action_shape))
-            if isinstance(spec.action, ContinuousAction) else None
-        )
+        # Each agent's own bounds, (A, *shape): agents' Boxes may differ (see ContinuousAction.agent_bounds).
+        self._clip = spec.action.agent_bounds(spec.n_agents) if isinstance(spec.action, ContinuousAction) else None
         self._pending = False
         self.closed = False
         self.reset()
@@ -312,12 +312,11 @@ class XuanCeVecEnv:
             self.battles_won[e] += int(bool(episode["win"]))
 
 
-def _action_space(action: DiscreteAction | ContinuousAction) -> spaces.Space:
+def _action_space(action: DiscreteAction | ContinuousAction, agent: int, n_agents: int) -> spaces.Space:
+    """Agent ``agent``'s space: Discrete, or a Box of the padded shape within its own bounds."""
     if isinstance(action, DiscreteAction):
         return spaces.Discrete(action.n_actions)
-    low = np.broadcast_to(action.low, action.shape).astype(action.dtype)
-    high = np.broadcast_to(action.high, action.shape).astype(action.dtype)
-    return spaces.Box(low, high, action.shape, action.dtype)
+    return action.agent_space(agent, n_agents)
 
 
 def _check_plain(result: StepResult) -> None:

@@ -92,16 +92,56 @@ class ContinuousAction(_UnmaskedAction):
         return self.agent_shapes is not None and any(s != self.shape for s in self.agent_shapes)
 
     def space(self) -> gym.spaces.Box:
-        """One agent's space; for padded agents, a Box of the padded shape within every agent's bounds."""
+        """One agent's space; for padded agents, a Box of the padded shape within every agent's bounds.
+
+        An entry no agent has (shapes (2, 3) and (3, 2) padded to (3, 3)) gets ``[-1, 1]``,
+        so the Box stays a valid one to sample from.
+        """
         if self.agent_shapes is None:
             low, high = np.broadcast_to(self.low, self.shape), np.broadcast_to(self.high, self.shape)
             return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
-        covered = np.zeros(self.low.shape, dtype=bool)  # (A, *shape): each agent's own part
-        for a, native in enumerate(self.agent_shapes):
-            spaces.window(covered[a], native, len(native) != len(self.shape))[...] = True
+        covered = self._covered()
         low = np.where(covered, self.low, np.inf).min(axis=0)
         high = np.where(covered, self.high, -np.inf).max(axis=0)
+        nobody = ~covered.any(axis=0)
+        low, high = np.where(nobody, -1.0, low), np.where(nobody, 1.0, high)
         return gym.spaces.Box(low.astype(self.dtype), high.astype(self.dtype), self.shape, dtype=self.dtype)
+
+    def agent_bounds(self, n_agents: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each agent's own bounds, ``(n_agents, *shape)`` each, in ``dtype``.
+
+        Faces that state bounds per agent (TorchRL's specs, RLlib's and XuanCe's
+        per-agent spaces) use these, so that a policy squashed into them never
+        sends an agent an action outside its own Box (the VecEnv refuses those).
+        Padding entries, which the env ignores, take ``space()``'s bounds instead of
+        ``low``/``high``'s infinities: a bounded policy needs finite ones.
+
+        >>> act = ContinuousAction((2,), np.array([[-1.0, -np.inf], [-2.0, -2.0]]),
+        ...                        np.array([[1.0, np.inf], [2.0, 2.0]]), agent_shapes=((1,), (2,)))
+        >>> act.agent_bounds(2)[0].tolist()
+        [[-1.0, -2.0], [-2.0, -2.0]]
+        """
+        union = self.space()
+        shape = (n_agents, *self.shape)
+        if self.agent_shapes is None:
+            low, high = np.broadcast_to(union.low, shape), np.broadcast_to(union.high, shape)
+        else:
+            covered = self._covered()
+            low, high = np.where(covered, self.low, union.low), np.where(covered, self.high, union.high)
+        return low.astype(self.dtype), high.astype(self.dtype)
+
+    def agent_space(self, agent: int, n_agents: int) -> gym.spaces.Box:
+        """Agent ``agent``'s Box (padded shape, its own bounds: see ``agent_bounds``)."""
+        low, high = self.agent_bounds(n_agents)
+        return gym.spaces.Box(low[agent], high[agent], self.shape, dtype=self.dtype)
+
+    def _covered(self) -> np.ndarray:
+        """``(A, *shape)``: True on each agent's own entries, False on its padding."""
+        assert self.agent_shapes is not None
+        covered = np.zeros((len(self.agent_shapes), *self.shape), dtype=bool)
+        for a, native in enumerate(self.agent_shapes):
+            spaces.window(covered[a], native, len(native) != len(self.shape))[...] = True
+        return covered
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -38,6 +38,7 @@ from typing import Any
 import gymnasium as gym
 
 from marl_vec.compat.rllib.translate import Translator
+from marl_vec.core.spec import ContinuousAction
 from marl_vec.core.episode import AutoresetMode
 from marl_vec.vec.base import VecEnv
 
@@ -58,9 +59,12 @@ def agent_spaces(translator: Translator) -> tuple[dict[str, gym.Space], dict[str
     if translator.action_mask:
         mask = gym.spaces.Box(0.0, 1.0, shape=(spec.n_actions,), dtype="float32")
         obs_space = gym.spaces.Dict({"action_mask": mask, "observations": obs_space})
-    action_space = spec.single_agent_action_space
-    return ({agent: obs_space for agent in translator.agents},
-            {agent: action_space for agent in translator.agents})
+    if isinstance(spec.action, ContinuousAction):  # each agent's own bounds: agents' Boxes may differ
+        index = {agent: a for a, agent in enumerate(spec.agents)}
+        action_spaces = {agent: spec.action.agent_space(index[agent], spec.n_agents) for agent in translator.agents}
+    else:
+        action_spaces = dict.fromkeys(translator.agents, spec.single_agent_action_space)
+    return {agent: obs_space for agent in translator.agents}, action_spaces
 
 
 class Seat(MultiAgentEnv):
