@@ -125,3 +125,31 @@ def test_rllib_spaces_are_per_agent(name):
         for a, agent in enumerate(venv.spec.agents):
             assert env.single_action_spaces[agent] == S.Box(low[a], high[a], venv.spec.action_shape, np.float32)
         assert env.envs[0].action_spaces == env.single_action_spaces
+
+
+def _mamujoco_splits() -> list[str]:
+    from marl_vec.envs.mamujoco import SPLITS
+
+    example = {"ManySegmentAnt": "2x3", "ManySegmentSwimmer": "4x1"}
+    return [f"{scenario}/{example.get(scenario, split)}" for scenario, splits in SPLITS.items() for split in splits]
+
+
+@pytest.mark.parametrize("env_id", _mamujoco_splits())
+def test_torchrl_serves_every_mamujoco_split(env_id):
+    """The matrix behind the examples above: each split's spec holds its agents' own bounds, and a
+    rollout of the spec's random actions through an episode end is served (none is refused)."""
+    pytest.importorskip("gymnasium_robotics", reason="the mamujoco extra is not installed")
+    pytest.importorskip("torch")
+    from marl_vec.compat.torchrl import TorchRLEnv
+
+    config = {"env": {"family": "mamujoco", "id": env_id, "kwargs": {"max_episode_steps": 3}},
+              "vec": {"num_envs": 2, "backend": "dummy", "env_seed": 0}}
+    with mv.make(config) as venv:
+        env = TorchRLEnv(venv, seed=0)
+        low, high = venv.spec.action.agent_bounds(venv.spec.n_agents)
+        box = env.action_spec["agents", "action"].space
+        np.testing.assert_array_equal(box.low.numpy(), np.broadcast_to(low, box.low.shape))
+        np.testing.assert_array_equal(box.high.numpy(), np.broadcast_to(high, box.high.shape))
+        rollout = env.rollout(4, break_when_any_done=False)
+        assert rollout["next", "truncated"].any() or rollout["next", "terminated"].any()
+        env.close()
