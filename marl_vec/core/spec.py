@@ -110,8 +110,8 @@ class ContinuousAction(_UnmaskedAction):
     def agent_bounds(self, n_agents: int) -> tuple[np.ndarray, np.ndarray]:
         """Each agent's own bounds, ``(n_agents, *shape)`` each, in ``dtype``.
 
-        Faces that state bounds per agent (TorchRL's specs, RLlib's and XuanCe's
-        per-agent spaces) use these, so that a policy squashed into them never
+        Faces that state bounds per agent (TorchRL's specs, RLlib's, XuanCe's and
+        AgileRL's per-agent spaces, Tianshou's agent axis) use these, so that a policy squashed into them never
         sends an agent an action outside its own Box (the VecEnv refuses those).
         Padding entries, which the env ignores, take ``space()``'s bounds instead of
         ``low``/``high``'s infinities: a bounded policy needs finite ones.

@@ -53,3 +53,16 @@ def test_benchmarl_mappo_trains_on_halfcheetah_6x1(tmp_path):
     assert experiment.group_map == {"agents": [f"agent_{i}" for i in range(6)]}
     experiment.run()
     assert experiment.total_frames == 200
+
+
+def test_benchmarl_mappo_trains_on_humanoid_9_8_with_each_agents_own_action_size(tmp_path):
+    """9 and 8 joints: agent_1's actions are padded to 9, its ninth entry bounded like agent_0's."""
+    config = {"env": {"family": "mamujoco", "id": "Humanoid/9|8", "kwargs": {"max_episode_steps": 50}},
+              "vec": {"num_envs": 2, "backend": "dummy", "env_seed": 0}}
+    task = MarlVecTask.from_config(config)
+    experiment = _experiment(task, MappoConfig, tmp_path, max_n_frames=200, on_policy_collected_frames_per_batch=100,
+                             on_policy_n_envs_per_worker=2, on_policy_minibatch_size=50, prefer_continuous_actions=True)
+    box = experiment.test_env.action_spec["agents", "action"].space
+    np.testing.assert_array_equal(box.high[..., 8].numpy(), np.float32(0.4))  # finite on the padding, not inf
+    experiment.run()
+    assert experiment.total_frames == 200
