@@ -111,15 +111,17 @@ class ContinuousAction(_UnmaskedAction):
         """Each agent's own bounds, ``(n_agents, *shape)`` each, in ``dtype``.
 
         Faces that state bounds per agent (TorchRL's specs, RLlib's, XuanCe's and
-        AgileRL's per-agent spaces, Tianshou's agent axis) use these, so that a policy squashed into them never
-        sends an agent an action outside its own Box (the VecEnv refuses those).
+        AgileRL's per-agent spaces, Tianshou's agent axis) use these, so that a policy
+        squashed into them never sends an agent an action outside its own Box (the
+        VecEnv refuses those).
         Padding entries, which the env ignores, take ``space()``'s bounds instead of
         ``low``/``high``'s infinities: a bounded policy needs finite ones.
 
-        >>> act = ContinuousAction((2,), np.array([[-1.0, -np.inf], [-2.0, -2.0]]),
-        ...                        np.array([[1.0, np.inf], [2.0, 2.0]]), agent_shapes=((1,), (2,)))
-        >>> act.agent_bounds(2)[0].tolist()
-        [[-1.0, -2.0], [-2.0, -2.0]]
+        Examples:
+            >>> act = ContinuousAction((2,), np.array([[-1.0, -np.inf], [-2.0, -2.0]]),
+            ...                        np.array([[1.0, np.inf], [2.0, 2.0]]), agent_shapes=((1,), (2,)))
+            >>> act.agent_bounds(2)[0].tolist()
+            [[-1.0, -2.0], [-2.0, -2.0]]
         """
         union = self.space()
         shape = (n_agents, *self.shape)
