@@ -233,6 +233,18 @@ def test_killed_actor_is_reported_without_hanging(transport):
     assert rv.closed
 
 
+def test_a_killed_actor_is_named_while_another_is_still_stepping(transport):
+    """ray.get fails at the dead actor's ref at once; actor 0, still in its 1 s step, is not
+    late (it was reported as 'did not answer step within 600 s', a race seen in CI)."""
+    fns = [functools.partial(PidEnv, hang=1.0)] * 2 + [PidEnv] * 2
+    with RayVecEnv(fns, env_seed=0, num_workers=2, transport=transport) as rv:
+        rv.reset()
+        os.kill(rv.get_attr("pid", indices=[3])[0], signal.SIGKILL)
+        with pytest.raises(RayWorkerError, match=r"Ray actor 1 \(envs 2..3\) died during step") as info:
+            rv.step(np.zeros((4, 1), dtype=np.int64))
+        assert info.value.worker == 1
+
+
 def test_restart_on_error_replaces_a_killed_actor(transport):
     with RayVecEnv([PidEnv] * 4, env_seed=0, num_workers=2, restart_on_error=1, transport=transport) as rv:
         rv.reset()

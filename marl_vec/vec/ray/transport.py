@@ -217,11 +217,15 @@ class RayTransport:
         """
         ray = ray_module()
         workers = list(range(len(refs))) if workers is None else list(workers)
+        deadline = time.monotonic() + self.timeout
         try:
             return ray.get(refs, timeout=self.timeout)
         except Exception:  # find out which actor failed and why; re-raised below
             pass
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        # ray.get raises at the first failed ref, while the other actors may still be working:
+        # wait for them up to the same deadline, so that a dead actor is not reported as a
+        # healthy one's timeout.
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
         hint = ""
         if what == "start":  # an actor that cannot be placed waits forever: say what it asked for
             hint = f"cluster resources: {ray.cluster_resources()}; each actor asks for {self._asks}"
