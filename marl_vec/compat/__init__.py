@@ -16,10 +16,10 @@
 - [`AgileRLVecEnv`][marl_vec.compat.agilerl.AgileRLVecEnv]: AgileRL's multi-agent ``PettingZooVecEnv`` (extra ``agilerl``, in a
   venv of its own; imported on first use).
 - [`TianshouVectorEnv`][marl_vec.compat.tianshou.TianshouVectorEnv]: a Tianshou ``BaseVectorEnv`` (extra ``tianshou``, in a venv of
-  its own: scripts/install_tianshou_venv.sh; imported on first use).
+  its own: scripts/install/install_tianshou_venv.sh; imported on first use).
 - ``marl_vec.compat.pymarl``: the PyMARL school's env face (``PyMARLEnv``) and runner face
   (``MarlVecRunner``), put into pymarlzooplus's / EPyMARL's registries by ``register()``
-  (in .venv-pymarl: scripts/install_pymarl_venv.sh); not re-exported here, because they
+  (in .venv-pymarl: scripts/install/install_pymarl_venv.sh); not re-exported here, because they
   build their envs from marl_vec configs, a layer above the faces.
 
 Examples:

@@ -63,7 +63,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "marl_vec.compat.AgileRLVecEnv needs AgileRL: pip install marl_vec[agilerl] "
         "(AgileRL 2.58 pins pettingzoo<1.27 and tensordict==0.13.0: use a venv of its own, "
-        "e.g. scripts/install_agilerl_venv.sh)"
+        "e.g. scripts/install/install_agilerl_venv.sh)"
     ) from error
 
 

@@ -28,7 +28,7 @@ as it is (anything else it wraps in its own DummyVecEnv). It behaves as SB3's
   works); ``env_is_wrapped`` looks at each env's wrapper chain; ``envs`` is the
   list of env objects where they live in this process (DummyVecEnv).
 
-SB3's own test suite runs on this face: ``scripts/run_sb3_suite.sh`` (docs/faces/stable_baselines3.md).
+SB3's own test suite runs on this face: ``scripts/ci/run_sb3_suite.sh`` (docs/faces/stable_baselines3.md).
 
 Examples:
     >>> import gymnasium as gym

@@ -34,7 +34,7 @@ reward and episode score); [`XuanCeVecEnv.from_config`][marl_vec.compat.xuance.X
 
 The face imports neither XuanCe nor torch; it needs only gymnasium's spaces.
 XuanCe 1.4.4 pins numpy<2 and gymnasium<1.3, so it lives in its own virtual
-environment (``bash scripts/install_xuance_venv.sh``).
+environment (``bash scripts/install/install_xuance_venv.sh``).
 
 Examples:
     >>> import marl_vec as mv

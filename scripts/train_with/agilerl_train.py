@@ -15,7 +15,7 @@ of episodes so far. The last line is ``first_fitness=X last_fitness=Y``.
 
 Runs in the AgileRL venv (AgileRL 2.58 pins pettingzoo<1.27 and tensordict==0.13.0):
 
-    bash scripts/install_agilerl_venv.sh
+    bash scripts/install/install_agilerl_venv.sh
     .venv-agilerl/bin/python scripts/train_with/agilerl_train.py --config mpe/simple_spread --algo IPPO --steps 100000
     .venv-agilerl/bin/python scripts/train_with/agilerl_train.py --config mpe/simple_spread --algo MADDPG --steps 20000
 

@@ -11,7 +11,7 @@ their own runners over the env face instead.
 
 Runs in .venv-pymarl (pymarlzooplus 1.1.0 pins numpy<2 and pettingzoo==1.24.3):
 
-    bash scripts/install_pymarl_venv.sh
+    bash scripts/install/install_pymarl_venv.sh
     .venv-pymarl/bin/python scripts/train_with/pymarl_qmix.py --t-max 20000
     .venv-pymarl/bin/python scripts/train_with/pymarl_qmix.py --config rware/tiny-2ag --batch-size-run 4 \\
         --backend subproc

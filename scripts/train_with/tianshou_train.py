@@ -21,7 +21,7 @@ Three tasks:
 
 Runs in the Tianshou venv (Tianshou 2.0.1 pins deepdiff<8):
 
-    bash scripts/install_tianshou_venv.sh
+    bash scripts/install/install_tianshou_venv.sh
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py ppo --epochs 5
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py ppo --backend subproc
     .venv-tianshou/bin/python scripts/train_with/tianshou_train.py spread --iterations 30

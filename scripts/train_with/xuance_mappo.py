@@ -12,7 +12,7 @@ env: discrete or continuous policy, number of envs, buffer size.
 
 Runs in the XuanCe venv (XuanCe pins numpy<2 and gymnasium<1.3):
 
-    bash scripts/install_xuance_venv.sh
+    bash scripts/install/install_xuance_venv.sh
     .venv-xuance/bin/python scripts/train_with/xuance_mappo.py mpe/simple_spread --steps 20000
     .venv-xuance/bin/python scripts/train_with/xuance_mappo.py mpe/simple_spread --algo ippo --backend subproc
     .venv-xuance/bin/python scripts/train_with/xuance_mappo.py football/academy_3_vs_1_with_keeper \

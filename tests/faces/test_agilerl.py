@@ -1,6 +1,6 @@
 """marl_vec.compat.AgileRLVecEnv: AgileRL's own multi-agent trainers run on it unchanged.
 
-Runs in the AgileRL venv (scripts/install_agilerl_venv.sh builds .venv-agilerl; .ci/run
+Runs in the AgileRL venv (scripts/install/install_agilerl_venv.sh builds .venv-agilerl; .ci/run
 runs this file there): AgileRL 2.58 pins pettingzoo<1.27 and tensordict==0.13.0, which
 the main venv does not have. The proof: IPPO and MADDPG on mpe2's simple_spread, 2 envs,
 through AgileRL's ``train_multi_agent_on_policy`` / ``train_multi_agent_off_policy``, give
@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip(
     "agilerl",
-    reason="AgileRL is not installed here: it needs its own venv (bash scripts/install_agilerl_venv.sh, "
+    reason="AgileRL is not installed here: it needs its own venv (bash scripts/install/install_agilerl_venv.sh, "
     "then .venv-agilerl/bin/python -m pytest tests/faces/test_agilerl.py)",
 )
 import torch  # noqa: E402  (after the skip: torch comes with agilerl)

@@ -2,7 +2,7 @@
 one AgileRL's own vec env gives it, so MADDPG scales each agent's actions into its own range
 (a union would send agent ``a`` actions outside its Box, which the VecEnv refuses).
 
-Runs in .venv-agilerl (scripts/install_agilerl_venv.sh); skipped where AgileRL is not installed.
+Runs in .venv-agilerl (scripts/install/install_agilerl_venv.sh); skipped where AgileRL is not installed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import marl_vec as mv
 from tests.helpers.own_bounds_env import OwnBounds
 
-pytest.importorskip("agilerl", reason="AgileRL needs its own venv: bash scripts/install_agilerl_venv.sh")
+pytest.importorskip("agilerl", reason="AgileRL needs its own venv: bash scripts/install/install_agilerl_venv.sh")
 
 import torch  # noqa: E402
 from agilerl.algorithms import MADDPG  # noqa: E402

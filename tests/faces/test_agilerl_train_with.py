@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip(
     "agilerl",
-    reason="AgileRL is not installed here: it needs its own venv (bash scripts/install_agilerl_venv.sh, "
+    reason="AgileRL is not installed here: it needs its own venv (bash scripts/install/install_agilerl_venv.sh, "
     "then .venv-agilerl/bin/python -m pytest tests/faces/test_agilerl_train_with.py)",
 )
 import torch  # noqa: E402  (after the skip: torch comes with agilerl)

@@ -2,7 +2,7 @@
 against a plain loop over native LBF, both step signatures, and the errors.
 
 Needs only marl_vec and lbforaging: runs in the main venv and in .venv-pymarl
-(scripts/install_pymarl_venv.sh). The trainer's own runs are in test_pymarl_train.py.
+(scripts/install/install_pymarl_venv.sh). The trainer's own runs are in test_pymarl_train.py.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_register_puts_both_faces_and_refuses_native_names():
 def test_register_without_pymarlzooplus_names_the_install_script(monkeypatch):
     for name in ("pymarlzooplus", "pymarlzooplus.envs", "pymarlzooplus.runners"):
         monkeypatch.setitem(sys.modules, name, None)  # its import raises ImportError, installed or not
-    with pytest.raises(ImportError, match="bash scripts/install_pymarl_venv.sh"):
+    with pytest.raises(ImportError, match="bash scripts/install/install_pymarl_venv.sh"):
         register()
     envs: dict = {}
     with pytest.raises(ImportError, match="register\\(envs.REGISTRY, runners.REGISTRY\\)"):

@@ -17,7 +17,7 @@ faces and natively, at the same seed (its trainer: run.run_sequential, unchanged
   marl_vec.envs.starcraft2.mock; the game cannot be installed here): QMIX trains through
   the runner face, and the episode stats the trainer logs are the family's.
 
-Runs in .venv-pymarl (bash scripts/install_pymarl_venv.sh).
+Runs in .venv-pymarl (bash scripts/install/install_pymarl_venv.sh).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 import pytest
 
 pytest.importorskip("pymarlzooplus", reason="pymarlzooplus 1.1.0 lives in .venv-pymarl: "
-                    "bash scripts/install_pymarl_venv.sh, then .venv-pymarl/bin/python -m pytest "
+                    "bash scripts/install/install_pymarl_venv.sh, then .venv-pymarl/bin/python -m pytest "
                     "tests/faces/test_pymarl*.py")
 
 from marl_vec.compat.pymarl import register  # noqa: E402

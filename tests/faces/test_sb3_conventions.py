@@ -1,6 +1,6 @@
 """SB3VecEnv follows the rules SB3's own test suite checks of its vec envs.
 
-Each test here is a difference that SB3's tests found (scripts/run_sb3_suite.sh runs
+Each test here is a difference that SB3's tests found (scripts/ci/run_sb3_suite.sh runs
 them all on the face): ``envs`` where the backend holds the env objects, MultiBinary
 actions as SB3's algorithms send them (float 0./1.), ``has_attr`` of a missing
 attribute, negative indices, one env object returned by every env_fn, and ``step()``

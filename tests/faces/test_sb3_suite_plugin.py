@@ -1,8 +1,8 @@
-"""scripts/sb3_suite/sb3_face_plugin.py: the rules that make scripts/run_sb3_suite.sh fail or pass.
+"""scripts/ci/sb3_suite/sb3_face_plugin.py: the rules that make scripts/ci/run_sb3_suite.sh fail or pass.
 
 Run on a small stand-in for SB3's tests folder, with the ``native`` backend (nothing
 substituted), so only the plugin's own rules act: selection, strict expected failures,
-stale entries. (The suite itself is run by scripts/run_sb3_suite.sh in .ci/run.)
+stale entries. (The suite itself is run by scripts/ci/run_sb3_suite.sh in .ci/run.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PLUGIN_DIR = Path(__file__).resolve().parents[2] / "scripts" / "sb3_suite"
+PLUGIN_DIR = Path(__file__).resolve().parents[2] / "scripts" / "ci" / "sb3_suite"
 
 TESTS = {
     "test_vec_things.py": (

@@ -1,6 +1,6 @@
 """The Tianshou face (marl_vec.compat.tianshou), proven by Tianshou's own trainers.
 
-Runs in .venv-tianshou (scripts/install_tianshou_venv.sh: Tianshou 2.0.1 pins
+Runs in .venv-tianshou (scripts/install/install_tianshou_venv.sh: Tianshou 2.0.1 pins
 deepdiff<8); skipped where tianshou is not installed.
 
 - Tianshou's own DQN and PPO on CartPole learn bit-identical parameters through
@@ -24,7 +24,7 @@ import pytest
 
 import marl_vec as mv
 
-pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
 torch = pytest.importorskip("torch")
 
 import tianshou as ts  # noqa: E402

@@ -1,6 +1,6 @@
 """The Tianshou face's agent axis (``agents="axis"``) and its training script.
 
-Runs in .venv-tianshou (scripts/install_tianshou_venv.sh); skipped where tianshou is
+Runs in .venv-tianshou (scripts/install/install_tianshou_venv.sh); skipped where tianshou is
 not installed.
 
 - Every step of the face equals the VecEnv's own step with the same actions and
@@ -24,7 +24,7 @@ import pytest
 
 import marl_vec as mv
 
-pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
 
 import tianshou as ts  # noqa: E402
 from tianshou.algorithm.algorithm_base import Policy  # noqa: E402

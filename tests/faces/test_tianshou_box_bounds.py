@@ -3,7 +3,7 @@
 ``[-1, 1]`` outputs into each agent's own range (a union would send agent ``a`` actions
 outside its Box, which the VecEnv refuses).
 
-Runs in .venv-tianshou (scripts/install_tianshou_venv.sh); skipped where tianshou is not installed.
+Runs in .venv-tianshou (scripts/install/install_tianshou_venv.sh); skipped where tianshou is not installed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import marl_vec as mv
 from tests.helpers.own_bounds_env import OwnBounds
 
-pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
 
 import tianshou as ts  # noqa: E402
 from tianshou.algorithm.algorithm_base import Policy  # noqa: E402

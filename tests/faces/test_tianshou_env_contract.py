@@ -9,7 +9,7 @@ Tianshou's DummyVectorEnv or SubprocVectorEnv over the same envs:
 - ``timeout`` with ``wait_num``: a step returns the envs ready by then;
 - Dict observations, as Tianshou stacks them (one dict per env) and its Collector stores them.
 
-Runs in .venv-tianshou (scripts/install_tianshou_venv.sh).
+Runs in .venv-tianshou (scripts/install/install_tianshou_venv.sh).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 import marl_vec as mv
 
-pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
 
 import tianshou as ts  # noqa: E402
 from tianshou.algorithm.algorithm_base import Policy  # noqa: E402

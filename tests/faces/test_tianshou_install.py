@@ -32,5 +32,5 @@ def test_missing_tianshou_names_the_extra_and_the_venv_script():
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.strip().splitlines()
     assert first.startswith("MissingExtraError: tianshou is needed for marl_vec.compat.tianshou")
-    assert "pip install 'marl_vec[tianshou]'" in first and "scripts/install_tianshou_venv.sh" in first
+    assert "pip install 'marl_vec[tianshou]'" in first and "scripts/install/install_tianshou_venv.sh" in first
     assert second == "lazy name: MissingExtraError"

@@ -2,7 +2,7 @@
 convention, that of its ``PettingZooEnv`` (one agent per step, obs ``{agent_id, obs, mask}``,
 ``MultiAgentPolicyManager``), over marl_vec's turn-based batch.
 
-Runs in .venv-tianshou (scripts/install_tianshou_venv.sh); skipped where tianshou is
+Runs in .venv-tianshou (scripts/install/install_tianshou_venv.sh); skipped where tianshou is
 not installed.
 
 - Tianshou's tic-tac-toe tutorial (tianshou 2.0.1's test/pettingzoo/tic_tac_toe.py, the
@@ -32,7 +32,7 @@ import pytest
 
 import marl_vec as mv
 
-pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
 torch = pytest.importorskip("torch")
 
 from pettingzoo.classic import connect_four_v3, tictactoe_v3  # noqa: E402

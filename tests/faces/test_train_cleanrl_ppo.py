@@ -1,4 +1,4 @@
-"""A CleanRL-style PPO (scripts/cleanrl_ppo.py) learns the same through GymVectorEnv as through SyncVectorEnv."""
+"""A CleanRL-style PPO (scripts/train/cleanrl_ppo.py) learns the same through GymVectorEnv as through SyncVectorEnv."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ XuanCe's env resets itself with its seed when made; the face resets its VecEnv
 once when made, so both then see the same episodes.
 
 XuanCe 1.4.4 pins numpy<2 and gymnasium<1.3: these tests run in their own venv
-(``bash scripts/install_xuance_venv.sh``; .ci/run runs them there).
+(``bash scripts/install/install_xuance_venv.sh``; .ci/run runs them there).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ try:
     import torch
     import xuance  # noqa: F401
 except ImportError:
-    pytest.skip("needs the xuance venv: bash scripts/install_xuance_venv.sh", allow_module_level=True)
+    pytest.skip("needs the xuance venv: bash scripts/install/install_xuance_venv.sh", allow_module_level=True)
 
 import mpe2
 import mpe2.simple_spread_v3
@@ -188,7 +188,7 @@ def test_train_with_script_trains_xuance_on_a_marl_vec_config(capsys):
 
 def test_mappo_trains_on_football_through_the_face(tmp_path):
     # XuanCe MAPPO (centralised critic on marl_vec's Football state) on 3 vs 1 with keeper.
-    pytest.importorskip("gfootball.env", reason="gfootball is not in this venv (XUANCE_FOOTBALL=1 bash scripts/install_xuance_venv.sh)")
+    pytest.importorskip("gfootball.env", reason="gfootball is not in this venv (XUANCE_FOOTBALL=1 bash scripts/install/install_xuance_venv.sh)")
     from pathlib import Path
 
     config_file = Path(__file__).resolve().parents[2] / "configs" / "football" / "academy_3_vs_1_with_keeper.yaml"

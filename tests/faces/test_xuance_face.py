@@ -194,7 +194,7 @@ def test_misuse_names_what_is_wrong():
 
 
 def test_football_win_counts_for_xuance_football_runner():
-    pytest.importorskip("gfootball.env", reason="gfootball is not installed (bash scripts/install_football.sh)")
+    pytest.importorskip("gfootball.env", reason="gfootball is not installed (bash scripts/install/install_football.sh)")
     from marl_vec.envs.registry import make_env_fn
 
     fn = make_env_fn("football", "academy_empty_goal_close", {"left_agents": 1})
@@ -210,7 +210,7 @@ def test_football_win_counts_for_xuance_football_runner():
 
 
 def test_starcraft2_battle_counts_for_xuance_sc2_runner():
-    pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install_sc2.sh")
+    pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install/install_sc2.sh")
     from tests.families.test_starcraft2 import MAP_3V2, Games, StarCraft2Env, set_scene
 
     games = Games()

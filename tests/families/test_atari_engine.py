@@ -318,7 +318,7 @@ def test_multiplayer_stays_on_the_pettingzoo_path():
 
 def test_auto_is_the_default_and_picks_the_fastest_engine_that_takes_the_options():
     # ale_vector whether or not EnvPool is installed: through a VecEnv it is the faster
-    # (scripts/benchmark_atari.py --engines), and the choice must not depend on extras.
+    # (scripts/bench/benchmark_atari.py --engines), and the choice must not depend on extras.
     for made in (make_atari("ALE/Pong-v5", preprocess=True, engine="auto"), make_atari("ALE/Pong-v5", preprocess=True),
                  make_atari("ALE/Pong-v5", preprocess=True, noop_max=0)):
         assert isinstance(made, AleVectorAtariAdapter) and made.config.kind == "ale_vector" and made.fallback is not None

@@ -1,4 +1,4 @@
-"""Google Research Football on the real engine (installed by scripts/install_football.sh).
+"""Google Research Football on the real engine (installed by scripts/install/install_football.sh).
 
 The batch must equal a plain gfootball loop with the same engine seeds and
 actions; episode stats come from the game's score; fast autoreset restores the
@@ -16,7 +16,7 @@ import marl_vec as mv
 from marl_vec.envs.registry import make_env_fn
 
 football_env = pytest.importorskip(
-    "gfootball.env", reason="gfootball is not installed (bash scripts/install_football.sh)"
+    "gfootball.env", reason="gfootball is not installed (bash scripts/install/install_football.sh)"
 )
 
 SCENARIO = "academy_3_vs_1_with_keeper"

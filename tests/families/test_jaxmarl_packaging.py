@@ -1,5 +1,5 @@
 """The JaxMARL family runs on gymnasium 1.4: jaxmarl is installed without its pins
-(scripts/install_jax.sh), and what its envs import does not include gymnax (which
+(scripts/install/install_jax.sh), and what its envs import does not include gymnax (which
 pins gymnasium<1.4), gymnasium itself, nor flax's unused dependencies."""
 
 from __future__ import annotations

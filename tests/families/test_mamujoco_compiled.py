@@ -162,13 +162,13 @@ def test_the_maps_equal_the_librarys_own_mapping_functions():
 
 
 def test_the_benchmark_script_runs_as_the_docs_show_it(tmp_path):
-    """scripts/benchmark_mamujoco.py (the figures of docs/families/mamujoco.md#speed), tiny:
+    """scripts/bench/benchmark_mamujoco.py (the figures of docs/families/mamujoco.md#speed), tiny:
     every column measured and printed, for the compiled step and the library's."""
     import pathlib
     import subprocess
     import sys
 
-    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "benchmark_mamujoco.py"
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "bench" / "benchmark_mamujoco.py"
     for extra in ([], ["--library-step", "--spin-us", "100"]):
         out = subprocess.run([sys.executable, str(script), "--num-envs", "4", "--rounds", "1", "--seconds", "0.2",
                               *extra], capture_output=True, text=True, timeout=240, cwd=tmp_path)

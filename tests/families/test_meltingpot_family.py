@@ -134,7 +134,7 @@ def test_a_missing_library_names_the_extra_and_the_script():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.startswith("MissingExtraError"), out.stdout + out.stderr
-    assert "pip install 'marl_vec[meltingpot]' and then: bash scripts/install_meltingpot.sh" in out.stdout
+    assert "pip install 'marl_vec[meltingpot]' and then: bash scripts/install/install_meltingpot.sh" in out.stdout
 
 
 def test_marl_vec_render_makes_a_gif_of_the_worlds(tmp_path):

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install_sc2.sh")
+pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install/install_sc2.sh")
 
 from marl_vec.envs.sc2_compat import import_pysc2, legacy_shuffle  # noqa: E402
 

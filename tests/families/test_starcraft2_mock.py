@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install_sc2.sh")
+pytest.importorskip("pysc2", reason="pysc2 is installed by the sc2 extra and scripts/install/install_sc2.sh")
 
 import marl_vec as mv  # noqa: E402
 from marl_vec.envs.starcraft2 import StarCraft2Env  # noqa: E402

@@ -1,4 +1,4 @@
-"""scripts/cleanrl_ippo_vmas.py: an IPPO loop on VMAS balance's torch results learns exactly what
+"""scripts/train/cleanrl_ippo_vmas.py: an IPPO loop on VMAS balance's torch results learns exactly what
 the same loop learns on numpy results, and its steps make no host copy of a tensor."""
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "train"
 
 
 @contextmanager
 def script_module(name: str, torch: Any = None) -> Iterator[ModuleType]:
-    """``scripts/<name>.py`` as module ``name`` while the block runs. With ``torch``, it runs
+    """``scripts/train/<name>.py`` as module ``name`` while the block runs. With ``torch``, it runs
     with one torch thread (bit-identical runs), the thread count restored after."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None

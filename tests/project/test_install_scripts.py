@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "install"
 
 
-@pytest.mark.parametrize("script", sorted(SCRIPTS.glob("*.sh")), ids=lambda p: p.name)
+@pytest.mark.parametrize("script", sorted(SCRIPTS.parent.rglob("*.sh")), ids=lambda p: str(p.relative_to(SCRIPTS.parent)))
 def test_script_is_valid_bash(script: Path):
     out = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr

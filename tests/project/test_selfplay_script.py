@@ -1,4 +1,4 @@
-"""scripts/selfplay_connect4.py (named in docs/families/turn_based.md) without torch or
+"""scripts/train/selfplay_connect4.py (named in docs/families/turn_based.md) without torch or
 matplotlib: one line naming the extra that installs them, status 2, no traceback, before
 any game is played."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "selfplay_connect4.py"
+SCRIPT = ROOT / "scripts" / "train" / "selfplay_connect4.py"
 
 
 def _run_without(module: str, tmp_path: Path) -> subprocess.CompletedProcess:

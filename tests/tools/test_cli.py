@@ -69,7 +69,7 @@ def test_list_says_which_envs_need_which_extra(capsys, monkeypatch):
     assert "pettingzoo.sisl.* marl_vec[pettingzoo] ready" in rows
     assert "magent2.environments.* marl_vec[pettingzoo] ready" in rows
     assert "ALE/* (gymnasium ids) marl_vec[atari] ready" in rows
-    assert "then: bash scripts/install_football.sh" in rows
+    assert "then: bash scripts/install/install_football.sh" in rows
     assert ("SMAC and pysc2 maps marl_vec[sc2] missing: the StarCraft II game (/nonexistent/sc2; set SC2PATH)"
             in rows)
     assert "mpe/simple_tag core install ready" in rows

@@ -135,7 +135,7 @@ def test_an_unknown_starcraft2_map(capsys):
 def test_an_unknown_football_scenario(capsys):
     # find_spec, not importorskip: importing gfootball prints gym's notice into capsys.
     if importlib.util.find_spec("gfootball") is None:
-        pytest.skip("gfootball is not installed (bash scripts/install_football.sh)")
+        pytest.skip("gfootball is not installed (bash scripts/install/install_football.sh)")
     assert main(["info", "football/academy_3_vs_1_with_keeper", "-o", "env.id=academy_no_such_drill"]) == 2
     assert _one_line(capsys).startswith("marl-vec: unknown football scenario 'academy_no_such_drill'; allowed: ")
 

@@ -133,7 +133,7 @@ def test_script_saves_the_batch(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "episode_runner.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "train" / "episode_runner.py"
     spec = importlib.util.spec_from_file_location("episode_runner_script", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,6 +1,6 @@
-"""scripts/scaling_model.py: the fit recovers the constants of points made from known ones, and the plots are drawn.
+"""scripts/bench/scaling_model.py: the fit recovers the constants of points made from known ones, and the plots are drawn.
 
-Measuring is the script's job (scripts/benchmark_scaling.py, on an idle machine); this checks the arithmetic.
+Measuring is the script's job (scripts/bench/benchmark_scaling.py, on an idle machine); this checks the arithmetic.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 scaling_model = pytest.importorskip("scaling_model")
 
 A_DUMMY, A_SUB, B, C_SUB = 0.02, 1.2, 0.27, 1.7  # ms, ms, CPU ms per env-step, cores

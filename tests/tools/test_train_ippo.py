@@ -1,4 +1,4 @@
-"""scripts/train_ippo.py: GAE with truncation bootstrapping, and one training iteration."""
+"""scripts/train/train_ippo.py: GAE with truncation bootstrapping, and one training iteration."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_backend_dummy_takes_batch_size():
 @pytest.mark.parametrize("choice", CHOICES, ids=tune_cache.describe_choice)
 def test_the_tianshou_face_over_backend_auto_matches_tianshou_on_every_cached_choice(choice):
     # The face steps subsets of envs through send/recv; the reference is Tianshou's own DummyVectorEnv.
-    pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install_tianshou_venv.sh")
+    pytest.importorskip("tianshou", reason="tianshou runs in its own venv: bash scripts/install/install_tianshou_venv.sh")
     import gymnasium as gym
     import numpy as np
     from tianshou.env import DummyVectorEnv

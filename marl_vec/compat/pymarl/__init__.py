@@ -12,7 +12,7 @@ them with a runner from ``runners.REGISTRY``. One call puts marl_vec into both:
 
 ``env_args.key`` names the marl_vec config (see `marl_vec.compat.pymarl.env`).
 pymarlzooplus 1.1.0 pins numpy<2 and pettingzoo==1.24.3: it lives in .venv-pymarl
-(``bash scripts/install_pymarl_venv.sh``). docs/faces/pymarl.md has a whole run.
+(``bash scripts/install/install_pymarl_venv.sh``). docs/faces/pymarl.md has a whole run.
 
 Examples:
     >>> from marl_vec.compat.pymarl import register

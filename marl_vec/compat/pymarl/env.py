@@ -60,7 +60,7 @@ from marl_vec.tools.config import load_config, make_from_config
 from marl_vec.core.spec import DiscreteAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
-INSTALL = "bash scripts/install_pymarl_venv.sh (it builds .venv-pymarl)"
+INSTALL = "bash scripts/install/install_pymarl_venv.sh (it builds .venv-pymarl)"
 STEP_APIS = ("pymarl", "epymarl")
 TEAM_REWARDS = ("sum", "shared")
 # env_args the faces take; the trainer adds ``seed``.

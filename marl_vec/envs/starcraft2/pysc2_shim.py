@@ -122,8 +122,8 @@ def import_pysc2(module: str = "pysc2.env.sc2_env") -> ModuleType:
         MissingExtraError: pysc2 (or a dependency such as s2clientprotocol) is missing.
     """
     install_shim()
-    require("pysc2", "sc2", "StarCraft II (then run scripts/install_sc2.sh)")
-    imported = require(module, "sc2", "StarCraft II (then run scripts/install_sc2.sh)")
+    require("pysc2", "sc2", "StarCraft II (then run scripts/install/install_sc2.sh)")
+    imported = require(module, "sc2", "StarCraft II (then run scripts/install/install_sc2.sh)")
     _use_flag_defaults()
     return imported
 
