@@ -46,10 +46,6 @@ __all__ = [
 ]
 
 
-# Modules that moved into core/ and tools/, kept at their old paths (see marl_vec/errors.py).
-_MOVED_MODULES = ("config", "render", "plots", "episode_runner", "tuner", "errors")
-
-
 def __getattr__(name: str):
     # The config layer (pydantic, yaml: ~6 MB) loads on first use too: a trainer that
     # builds its VecEnv from env_fns, and every worker process it forks, never holds it.
@@ -57,10 +53,6 @@ def __getattr__(name: str):
         from marl_vec.tools import config
 
         return getattr(config, name)
-    if name in _MOVED_MODULES:  # old paths users' code reads as attributes (mv.errors.WorkerError)
-        import importlib
-
-        return importlib.import_module(f"marl_vec.{name}")
     if name == "tune":  # the tuner loads on first use, as the backends do
         from marl_vec.tools.tuner import tune
 

@@ -87,11 +87,11 @@ from marl_vec.compat.tianshou_values import NativeValues
 from marl_vec.core.group import ENV_EPISODE_KEY
 from marl_vec.core.obs_types import REWARD_KIND_ATTR
 from marl_vec.core.spec import ContinuousAction
-from marl_vec.envs.base import RESET_OPTIONS_ATTR
+from marl_vec.core.adapter import RESET_OPTIONS_ATTR
 from marl_vec.envs.extras import require
 from marl_vec.vec.base import VecEnv
 
-require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install_tianshou_venv.sh)")
+require("tianshou", "tianshou", "marl_vec.compat.tianshou (install it in its own venv: scripts/install/install_tianshou_venv.sh)")
 from tianshou.data import Batch  # noqa: E402  (after the check that names the extra)
 from tianshou.env import BaseVectorEnv  # noqa: E402
 

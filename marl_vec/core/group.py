@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, cast
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.core.adapter import GroupStepper, MultiAgentEnv, check_distinct_envs, require_adapter
 from marl_vec.core.episode import AutoresetMode, EpisodeTracker
 from marl_vec.core.errors import MissingAttribute
 from marl_vec.core.group_errors import failed_index, rebuild_seed, settle_stepped
@@ -47,7 +47,8 @@ class EnvGroup:
     """Steps ``len(env_fns)`` envs over rows ``[start, start + k)`` of ``buffers``.
 
     Args:
-        env_fns: zero-argument callables, each returning an adapter or a raw env.
+        env_fns: adapter factories: zero-argument callables, each returning a new adapter
+            (a backend wraps users' env_fns with ``marl_vec.envs.registry.adapter_fns``).
         buffers: the batch buffers (in a worker: attached to the shared block).
         start: global index of this group's first env (for seeds and messages).
         autoreset: an [`AutoresetMode`][marl_vec.core.episode.AutoresetMode].
@@ -67,9 +68,9 @@ class EnvGroup:
 
     Examples:
         >>> import gymnasium as gym
-        >>> from marl_vec.envs.registry import as_adapter
-        >>> fns = [lambda: gym.make("CartPole-v1")] * 2
-        >>> buf = BatchBuffers(as_adapter(fns[0]()).spec, 2)
+        >>> from marl_vec.envs.registry import adapter_fns
+        >>> fns = adapter_fns([lambda: gym.make("CartPole-v1")] * 2)
+        >>> buf = BatchBuffers(fns[0]().spec, 2)
         >>> group = EnvGroup(fns, buf, restart_on_error=1)
         >>> infos = group.reset(); infos = group.step(); buf.obs.shape
         (2, 1, 4)
@@ -86,8 +87,6 @@ class EnvGroup:
         row_offset: int = 0,
         restart_on_error: int = 0,
     ):
-        from marl_vec.envs.registry import as_adapter, check_distinct_envs
-
         if int(restart_on_error) < 0:
             raise ValueError(f"restart_on_error must be a number of restarts >= 0, got {restart_on_error}")
         self.restart_on_error = int(restart_on_error)
@@ -99,7 +98,7 @@ class EnvGroup:
         self.buffers = buffers
         self.env_fns = list(env_fns)
         self.adapters: list[MultiAgentEnv] = (
-            list(adapters) if adapters is not None else [as_adapter(fn()) for fn in self.env_fns]
+            list(adapters) if adapters is not None else [require_adapter(fn()) for fn in self.env_fns]
         )
         check_distinct_envs(self.adapters, start)
         k = len(self.adapters)
@@ -459,8 +458,6 @@ class EnvGroup:
         Returns the original error's traceback text. Raises (naming the env) when
         building fails and the budget is used up.
         """
-        from marl_vec.envs.registry import as_adapter
-
         error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         while True:
             self.episodes.count_restart(j)
@@ -469,7 +466,7 @@ class EnvGroup:
             except Exception:  # a crashed env often cannot close cleanly; it is dropped anyway
                 pass
             try:
-                adapter = as_adapter(self.env_fns[j]())
+                adapter = require_adapter(self.env_fns[j]())
                 self.buffers.spec.check_same(adapter.spec, self.start + j)
                 adapter.bind(adapter.own_row(self._rows[j]))
             except Exception as build_exc:

@@ -10,10 +10,10 @@ after it are left as they were (not stepped); env ``f`` needs ``reset(env_ids=[f
 Examples:
     >>> import gymnasium as gym
     >>> from marl_vec.core.buffers import BatchBuffers
-    >>> from marl_vec.envs.registry import as_adapter
+    >>> from marl_vec.envs.registry import adapter_fns
     >>> from marl_vec.core.group import EnvGroup
-    >>> fns = [lambda: gym.make("CartPole-v1")] * 2
-    >>> group = EnvGroup(fns, BatchBuffers(as_adapter(fns[0]()).spec, 2))
+    >>> fns = adapter_fns([lambda: gym.make("CartPole-v1")] * 2)
+    >>> group = EnvGroup(fns, BatchBuffers(fns[0]().spec, 2))
     >>> _ = group.reset(seed=0); infos = group.step()
     >>> settle_stepped(group, 0, infos, RuntimeError("env 0 raised"))  # nothing stepped before env 0
 """

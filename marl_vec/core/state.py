@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal, Sequence
 
+from marl_vec.core.adapter import require_adapter
+
 StateMode = Literal["auto", "env", "concat", "none"]
 STATE_MODES: tuple[str, ...] = ("auto", "env", "concat", "none")
 
@@ -40,15 +42,17 @@ def check_state_mode(mode: Any) -> str:
 
 
 class WithState:
-    """A picklable env_fn: ``fn()`` as an adapter, its state set to ``mode``."""
+    """A picklable adapter factory: the adapter ``fn()`` makes, its state set to ``mode``.
+
+    ``fn`` makes adapters (raw envs are wrapped where env_fns are taken in, by
+    ``marl_vec.envs.registry.adapter_fns``).
+    """
 
     def __init__(self, fn: Callable[[], Any], mode: str):
         self.fn, self.mode = fn, check_state_mode(mode)
 
     def __call__(self) -> Any:
-        from marl_vec.envs.registry import as_adapter
-
-        adapter = as_adapter(self.fn())
+        adapter = require_adapter(self.fn())
         try:
             adapter.use_state(self.mode)
         except BaseException:
@@ -61,7 +65,7 @@ class WithState:
 
 
 def with_state(env_fns: Sequence[Callable[[], Any]], mode: str) -> list[Callable[[], Any]]:
-    """``env_fns`` making adapters whose state is ``mode`` (``auto``: unchanged)."""
+    """Adapter factories ``env_fns``, their adapters' state set to ``mode`` (``auto``: unchanged)."""
     if check_state_mode(mode) == "auto":
         return list(env_fns)
     return [WithState(fn, mode) for fn in env_fns]

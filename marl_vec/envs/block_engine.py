@@ -18,7 +18,7 @@ Autoreset modes: ``same_step`` and ``disabled`` only. ``next_step`` and
 ``one_episode`` leave finished envs out of a step, which one call over the
 whole block does not do; ``fast`` needs per-env snapshots.
 
-May import: numpy, ``marl_vec.core.buffers``, ``marl_vec.envs.base``.
+May import: numpy, ``marl_vec.core.buffers``, ``marl_vec.core.adapter``.
 
 Example (a family's engine module)::
 
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.core.adapter import GroupStepper, MultiAgentEnv
 
 SUPPORTED_AUTORESET = ("same_step", "disabled")
 

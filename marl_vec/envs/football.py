@@ -1,7 +1,7 @@
 """Google Research Football (``gfootball``) as a fixed-shape multi-agent env.
 
 One adapter wraps one ``gfootball.env.create_environment(...)`` env. Install the
-engine with ``scripts/install_football.sh`` (it compiles from source).
+engine with ``scripts/install/install_football.sh`` (it compiles from source).
 
 Conventions (see docs/families/football.md):
 
@@ -53,7 +53,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.core.adapter import NativeEnvAdapter
 from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.core.spec import DiscreteAction, EnvSpec
 
@@ -70,7 +70,7 @@ def _n_actions(space: Any) -> int:
 
 
 def _gfootball() -> Any:
-    what = "Google Research Football (see scripts/install_football.sh)"
+    what = "Google Research Football (see scripts/install/install_football.sh)"
     # gfootball is built on the old gym, which prints a notice to migrate to
     # gymnasium on import: advice for gfootball, not for our users.
     with contextlib.redirect_stderr(io.StringIO()):

@@ -63,7 +63,7 @@ from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
 from marl_vec.core.errors import SetupError
 from marl_vec.core.spec import DiscreteAction, EnvSpec
-from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.core.adapter import NativeEnvAdapter
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, missing_extra_message, no_env_message
 
 EXTRA = "meltingpot"
@@ -92,13 +92,13 @@ def import_substrate() -> ModuleType:
         if spec is None:
             raise MissingExtraError(missing_extra_message(
                 "meltingpot", EXTRA, "Melting Pot substrates", ImportError("No module named 'meltingpot'"))
-                + " and then: bash scripts/install_meltingpot.sh")
+                + " and then: bash scripts/install/install_meltingpot.sh")
         sys.modules["meltingpot"] = importlib.util.module_from_spec(spec)
     try:
         return importlib.import_module("meltingpot.substrate")
     except ImportError as exc:
         raise MissingExtraError(missing_extra_message("meltingpot.substrate", EXTRA, "Melting Pot substrates", exc)
-                                + " and then: bash scripts/install_meltingpot.sh") from exc
+                                + " and then: bash scripts/install/install_meltingpot.sh") from exc
 
 
 def substrates() -> tuple[str, ...]:

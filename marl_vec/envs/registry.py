@@ -22,12 +22,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from marl_vec.envs.base import MultiAgentEnv
-from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
+from marl_vec.core.adapter import MultiAgentEnv
 from marl_vec.core.errors import SetupError
+from marl_vec.core.state import WithState
+from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
 
-__all__ = ["FAMILIES", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "as_adapter", "family",
-           "make_env", "make_env_fn", "require"]
+__all__ = ["FAMILIES", "AdapterFn", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "adapter_fns",
+           "as_adapter", "family", "make_env", "make_env_fn", "require"]
 
 
 class EnvOptionsError(SetupError, TypeError):
@@ -149,36 +150,29 @@ def as_adapter(env: Any) -> MultiAgentEnv:
     )
 
 
-def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> None:
-    """Refuse envs of one group that are one object (or wrappers around one object).
+class AdapterFn:
+    """A picklable adapter factory: ``fn()`` wrapped by `as_adapter`.
 
-    ``[lambda: env] * n`` would step ``env`` n times per batch step. ``start`` is the
-    global index of ``adapters[0]``, for the message.
+    The backends hand these to `EnvGroup`, which calls them (at construction and
+    to rebuild a failed env) and never needs to know the families.
 
-    ```pycon
-    >>> import gymnasium as gym
-    >>> env = gym.make("CartPole-v1")
-    >>> try:
-    ...     check_distinct_envs([as_adapter(env), as_adapter(env)])
-    ... except ValueError as err:
-    ...     print(str(err)[:59])
-    env_fns 0 and 1 returned the same env object (CartPoleEnv);
-    ```
+    Examples:
+        >>> import gymnasium as gym
+        >>> make = AdapterFn(lambda: gym.make("CartPole-v1"))
+        >>> type(make()).__name__
+        'GymAdapter'
     """
-    from marl_vec.core.errors import SameEnvError
 
-    owner: dict[int, int] = {}  # id of an adapter or of its innermost env -> the first env index that has it
-    for j, adapter in enumerate(adapters):
-        objects: dict[int, Any] = {id(adapter): adapter}
-        if not adapter.native_is_stateless:  # a shared stateless env (JaxMARL's) is fine
-            inner = getattr(adapter.native, "unwrapped", adapter.native)
-            objects[id(inner)] = inner
-        for obj in objects.values():
-            first = owner.setdefault(id(obj), j)
-            if first != j:
-                raise SameEnvError(
-                    f"env_fns {start + first} and {start + j} returned the same env object "
-                    f"({type(obj).__name__}); it would be stepped once per env at every step. "
-                    "This happens with [lambda: env] * n or make_vec_env(lambda: env): "
-                    "make a new env in each env_fn, e.g. [lambda: gym.make('CartPole-v1')] * n"
-                )
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+    def __call__(self) -> MultiAgentEnv:
+        return as_adapter(self.fn())
+
+    def __repr__(self) -> str:
+        return f"AdapterFn({self.fn!r})"
+
+
+def adapter_fns(env_fns: Sequence[Callable[[], Any]]) -> list[Callable[[], MultiAgentEnv]]:
+    """``env_fns`` as adapter factories (those that already are stay as they are)."""
+    return [fn if isinstance(fn, (AdapterFn, WithState)) else AdapterFn(fn) for fn in env_fns]

@@ -37,6 +37,7 @@ from marl_vec.core.errors import AlreadyPendingCallError, MissingAttribute
 from marl_vec.core.group import EnvFinishedError
 from marl_vec.core.spec import EnvSpec
 from marl_vec.core.state import with_state
+from marl_vec.envs.registry import adapter_fns
 from marl_vec.vec.actions import ActionWriter, as_object_array
 from marl_vec.vec.results import ResultMaker, StepResult
 from marl_vec.vec.turns import legal_actions
@@ -52,7 +53,7 @@ def check_backend_args(
 ) -> tuple[list[Callable[[], Any]], AutoresetMode]:
     """Check the arguments every backend takes, before it builds an env, starts a
     worker or joins a Ray cluster (a typo must not cost a cluster's start-up); return
-    ``env_fns`` as a list with the ``state`` option applied, and the autoreset mode.
+    ``env_fns`` as adapter factories with the ``state`` option applied, and the autoreset mode.
 
     One check for the three backends, so that the same mistake gets the same message
     on each.
@@ -77,7 +78,7 @@ def check_backend_args(
             or restart_on_error < 0:
         raise ValueError(f"restart_on_error must be an integer >= 0, got {restart_on_error!r}")
     parse_reward_dtype(reward_dtype)
-    return with_state(env_fns, state), AutoresetMode.parse(autoreset)
+    return with_state(adapter_fns(env_fns), state), AutoresetMode.parse(autoreset)
 
 
 class ClosedEnvError(RuntimeError):

@@ -14,6 +14,7 @@ import importlib
 from typing import Any, Callable, Sequence
 
 from marl_vec.core.state import with_state
+from marl_vec.envs.registry import adapter_fns
 from marl_vec.vec.base import VecEnv
 
 # backend name -> (module, class); modules are imported only when chosen.
@@ -58,4 +59,4 @@ def make_vec(
         refuse_device(backend_class(backend).__name__, backend_kwargs.pop("array_backend", None),
                       backend_kwargs.pop("device", None))
     cls = backend_class(backend)
-    return cls(with_state(env_fns, state), env_seed=env_seed, autoreset=autoreset, copy=copy, **backend_kwargs)
+    return cls(with_state(adapter_fns(env_fns), state), env_seed=env_seed, autoreset=autoreset, copy=copy, **backend_kwargs)

@@ -224,7 +224,8 @@ def build_adapters(send: Any, env_fns: Any, start: int) -> tuple[list, list] | N
     `SameEnvError` of a block whose envs are one object, or the error that
     stopped it. Returns ``(env_fns, adapters)`` (env_fns unpickled), or None when the
     block cannot go on (its adapters closed)."""
-    from marl_vec.envs.registry import as_adapter, check_distinct_envs
+    from marl_vec.core.adapter import check_distinct_envs
+    from marl_vec.envs.registry import as_adapter
     from marl_vec.core.errors import SameEnvError
 
     adapters: list = []

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 import marl_vec as mv
+from marl_vec.core.errors import WorkerError
 from marl_vec.vec.subproc.vec_env import SubprocVecEnv
 from tests.helpers.scripted_envs import DyingAgentEnv
 from tests.helpers.sigint import default_sigint
@@ -106,7 +107,7 @@ def test_close_after_a_worker_was_killed_and_after_an_env_error():
     venv = SubprocVecEnv([DyingAgentEnv, FailingEnv, DyingAgentEnv], num_workers=3)
     name, pids = venv.buffers.shm_name, venv.worker_pids
     r = venv.step(available(venv.reset()))
-    with pytest.raises(mv.errors.WorkerError):
+    with pytest.raises(WorkerError):
         venv.step(available(r))
     os.kill(pids[2], signal.SIGKILL)
     venv.close()

@@ -231,7 +231,7 @@ def test_box_actions_in_the_group_stepper_are_the_rows_of_the_batch():
 
 
 def test_a_subclass_that_changes_step_and_mixed_adapters_use_their_own_step():
-    from marl_vec.envs.base import GroupStepper
+    from marl_vec.core.adapter import GroupStepper
     from marl_vec.envs.gym import GymAdapter, _GymGroupStepper
 
     class Doubled(GymAdapter):

@@ -4,24 +4,24 @@ Read from the source with ``ast`` (every import, also those inside functions,
 which are dependencies all the same), nothing is imported. The layers, from
 the bottom (DESIGN.md, "The house"; docs/contributing.md draws the tree):
 
-0. ``core/`` data: ``spaces``, ``obs_types``; ``spec``, ``episode``, ``errors``; ``buffers``,
-   ``group_errors``: plain data, the preallocated arrays and their bookkeeping;
+0. ``core/``: the batch itself, standing on nothing above it. Its data (``spaces``,
+   ``obs_types``; ``spec``, ``episode``, ``errors``; ``buffers``, ``group_errors``), then the
+   adapter contract (``adapter``: what an adapter writes into, `GroupStepper`), then the loop
+   over adapters (``group``, ``state`` and the loops over results on a device);
 1. ``envs/``: the adapters (an adapter writes into row views; it knows nothing of
-   stepping loops or backends). Inside ``envs/``: ``base`` and ``extras`` at the
-   bottom, the families above them, the ``registry`` above the families;
-2. ``core/`` loop: ``group`` (the one stepping loop: it steps adapters, so it sits above
-   ``envs/``) and ``state`` (wraps env_fns with the state option);
-3. ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them;
-4. ``compat/``: the faces; ``tools/rollout``, ``tools/episode_runner`` and ``tools/progress``
+   stepping loops or backends). Inside ``envs/``: ``extras`` at the bottom, the families
+   above it, the ``registry`` (which turns raw envs into adapters) above the families;
+2. ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them; they wrap users'
+   env_fns into adapter factories (``envs.registry.adapter_fns``) for the core's loop;
+3. ``compat/``: the faces; ``tools/rollout``, ``tools/episode_runner`` and ``tools/progress``
    drive a VecEnv the same way;
-5. ``tools/``: config, render, plots, the tuner, and the faces built from configs
+4. ``tools/``: config, render, plots, the tuner, and the faces built from configs
    (``compat/benchmarl``, ``compat/pymarl/``); then ``tools/cli``;
-6. the package itself (``marl_vec/__init__.py``, ``__main__``) and the moved paths kept
-   for users' imports (``MOVED_PATHS``).
+5. the package itself (``marl_vec/__init__.py``, ``__main__``).
 
-A module may import its own layer or lower ones. Outside ``envs/`` only its
-face is used (``marl_vec.envs``, ``envs.base``, ``envs.registry``,
-``envs.extras``): backends know nothing of env families.
+A module may import its own layer or lower ones, with no exceptions in ``core/``. Outside
+``envs/`` only its face is used (``marl_vec.envs``, ``envs.registry``, ``envs.extras``):
+backends know nothing of env families.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.core", "marl_vec.core.spaces", "marl_vec.core.obs_types"),
     ("marl_vec.core.spec", "marl_vec.core.episode", "marl_vec.core.errors"),
     ("marl_vec.core.buffers", "marl_vec.core.group_errors"),  # group_errors: EnvGroup.step's bookkeeping when an env raises
-    ("marl_vec.envs",),
-    ("marl_vec.core.group", "marl_vec.core.state",  # state: wraps env_fns with the state option, for every backend
+    ("marl_vec.core.adapter",),  # the adapter contract: MultiAgentEnv, GroupStepper, the same-env check
+    ("marl_vec.core.group", "marl_vec.core.state",  # state: the state option on adapter factories
      # the group's loop over results on a device (torch: device_outputs/device_group; JAX: jax_device)
      "marl_vec.core.device_outputs", "marl_vec.core.device_group", "marl_vec.core.jax_device"),
+    ("marl_vec.envs",),
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.tools.rollout", "marl_vec.tools.episode_runner", "marl_vec.tools.progress"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config;
@@ -52,9 +53,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.tools", "marl_vec.compat.benchmarl", "marl_vec.compat.pymarl"),
     ("marl_vec.tools.cli",),
 )
-# Old paths that users' code imports, kept as modules that replace themselves with the
-# module they name (the package's layer: they import it by name, at run time).
-MOVED_PATHS: dict[str, str] = {
+# The old import paths removed by the third pass of the house (CHANGELOG.md): each raises
+# ModuleNotFoundError now; the names live at their new paths.
+REMOVED_PATHS: dict[str, str] = {
     "marl_vec.config": "marl_vec.tools.config",
     "marl_vec.render": "marl_vec.tools.render",
     "marl_vec.plots": "marl_vec.tools.plots",
@@ -62,10 +63,11 @@ MOVED_PATHS: dict[str, str] = {
     "marl_vec.tuner": "marl_vec.tools.tuner",
     "marl_vec.errors": "marl_vec.core.errors",
     "marl_vec.compat.pymarl_env": "marl_vec.compat.pymarl.env",
+    "marl_vec.envs.base": "marl_vec.core.adapter",
 }
-TOP_LEVEL = {"marl_vec", "marl_vec.__main__"} | {m for m in MOVED_PATHS if m.count(".") == 1}
-ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}
-ENVS_BOTTOM = {"marl_vec.envs.base", "marl_vec.envs.extras"}
+TOP_LEVEL = {"marl_vec", "marl_vec.__main__"}
+ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.registry", "marl_vec.envs.extras"}
+ENVS_BOTTOM = {"marl_vec.envs.extras"}
 ENVS_TOP = {"marl_vec.envs", "marl_vec.envs.registry"}
 
 # Imports that break a rule today, each with what should become of it. The test
@@ -162,7 +164,7 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def layer_of(module: str) -> int:
     """The layer of a marl_vec module (by its longest matching prefix); the package itself is above everything."""
-    if module in TOP_LEVEL or module in MOVED_PATHS:
+    if module in TOP_LEVEL:
         return len(LAYERS)
     matches = [(len(p), level) for level, prefixes in enumerate(LAYERS) for p in prefixes
                if module == p or module.startswith(p + ".")]
@@ -172,7 +174,7 @@ def layer_of(module: str) -> int:
 
 
 def envs_level(module: str) -> int:
-    """Inside envs/: 0 base and extras, 1 the families, 2 the registry and the envs package."""
+    """Inside envs/: 0 extras, 1 the families, 2 the registry and the envs package."""
     if module in ENVS_BOTTOM:
         return 0
     return 2 if module in ENVS_TOP else 1
@@ -189,7 +191,7 @@ def violations(graph: dict[str, dict[str, int]]) -> dict[tuple[str, str], str]:
             elif dst.startswith("marl_vec.envs.") and not src.startswith("marl_vec.envs") and dst not in ENVS_FACE:
                 found[(src, dst)] = f"{where}: outside envs/ only {sorted(ENVS_FACE)} may be imported"
             elif src.startswith("marl_vec.envs.") and dst.startswith("marl_vec.envs") and envs_level(dst) > envs_level(src):
-                found[(src, dst)] = f"{where}: inside envs/ base/extras < families < registry"
+                found[(src, dst)] = f"{where}: inside envs/ extras < families < registry"
     return found
 
 
@@ -210,13 +212,13 @@ def test_the_checker_finds_a_cycle_through_a_lazy_import(tmp_path):
         "envs/__init__.py": "",
         "envs/registry.py": "def f():\n    from marl_vec.envs.pettingzoo import Adapter\n",
         "envs/pettingzoo.py": "from marl_vec.envs import registry\nclass Adapter: ...\n",
-        "envs/gym.py": "from .base import X\n",
-        "envs/base.py": "X = 1\n",
+        "envs/gym.py": "from .extras import X\n",
+        "envs/extras.py": "X = 1\n",
     })
     graph = import_graph(pkg)
     assert graph["marl_vec.envs.registry"] == {"marl_vec.envs.pettingzoo": 2}
     assert graph["marl_vec.envs.pettingzoo"] == {"marl_vec.envs.registry": 1}
-    assert graph["marl_vec.envs.gym"] == {"marl_vec.envs.base": 1}  # a relative import
+    assert graph["marl_vec.envs.gym"] == {"marl_vec.envs.extras": 1}  # a relative import
     assert cycles(graph) == [["marl_vec.envs.pettingzoo", "marl_vec.envs.registry"]]
 
 
@@ -233,10 +235,10 @@ def test_the_checker_finds_an_upward_import(tmp_path):
     graph = import_graph(pkg)
     assert cycles(graph) == [["marl_vec.envs.gym", "marl_vec.vec.dummy"]]
     assert violations(graph) == {
-        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 3 imports layer 5",
+        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 5 imports layer 6",
         ("marl_vec.vec.dummy", "marl_vec.envs.gym"):
             "marl_vec.vec.dummy line 1 imports marl_vec.envs.gym: outside envs/ only "
-            "['marl_vec.envs', 'marl_vec.envs.base', 'marl_vec.envs.extras', 'marl_vec.envs.registry'] may be imported",
+            "['marl_vec.envs', 'marl_vec.envs.extras', 'marl_vec.envs.registry'] may be imported",
     }
 
 
@@ -277,36 +279,44 @@ FOLDERS = ("core", "envs", "vec", "compat", "tools")
 
 
 def test_every_module_lives_in_a_layer_folder():
-    """Nothing loose at the top but the package, ``__main__`` and the moved paths kept for users."""
+    """Nothing loose at the top but the package and ``__main__``."""
     loose = sorted(m for m in modules_of(PACKAGE_DIR) if m.split(".")[1:2] and m.split(".")[1] not in FOLDERS
                    and m not in TOP_LEVEL)
     assert loose == [], f"modules outside {FOLDERS}: {loose}"
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_PATHS))
-def test_a_moved_path_is_only_a_re_export(old):
-    """The module at an old path holds no code of its own: it becomes the module it names."""
-    path = PACKAGE_DIR.parent / (old.replace(".", "/") + ".py")
-    tree = ast.parse(path.read_text())
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    assert [ast.unparse(c) for c in calls] == [f"importlib.import_module({MOVED_PATHS[old]!r})"]
-    assert not [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+def test_a_loose_module_is_found(tmp_path):
+    pkg = _package(tmp_path, {"__init__.py": "", "__main__.py": "", "config.py": "", "core/__init__.py": ""})
+    loose = sorted(m for m in modules_of(pkg) if m.split(".")[1:2] and m.split(".")[1] not in FOLDERS
+                   and m not in TOP_LEVEL)
+    assert loose == ["marl_vec.config"]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_PATHS))
-def test_a_moved_path_imports_as_the_module_it_names(old):
+def test_the_core_imports_nothing_above_it():
+    """The core stands on nothing: no import of envs/, vec/, compat/ or tools/, lazy ones included."""
+    upward = {(src, dst): line for src, deps in marl_vec_graph().items() if src.startswith("marl_vec.core")
+              for dst, line in deps.items() if not dst.startswith("marl_vec.core")}
+    assert upward == {}
+    assert not [key for key in KNOWN_VIOLATIONS if key[0].startswith("marl_vec.core")]
+
+
+@pytest.mark.parametrize("old", sorted(REMOVED_PATHS))
+def test_a_removed_path_is_gone(old):
     import importlib
 
-    assert importlib.import_module(old) is importlib.import_module(MOVED_PATHS[old])
+    assert old not in modules_of(PACKAGE_DIR)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    importlib.import_module(REMOVED_PATHS[old])
 
 
-def test_old_user_imports_still_work():
-    from marl_vec.compat.pymarl_env import PyMARLEnv
-    from marl_vec.config import load_config, make, resolve_config_path
-    from marl_vec.episode_runner import EpisodeRunner
-    from marl_vec.errors import PoolNotReadyError, WorkerError
-    from marl_vec.render import record_gif
-    from marl_vec.tuner import TuneInterrupted, tune
+def test_the_names_of_removed_paths_import_from_their_homes():
+    from marl_vec.compat.pymarl.env import PyMARLEnv
+    from marl_vec.core.errors import PoolNotReadyError, WorkerError
+    from marl_vec.tools.config import load_config, make, resolve_config_path
+    from marl_vec.tools.episode_runner import EpisodeRunner
+    from marl_vec.tools.render import record_gif
+    from marl_vec.tools.tuner import TuneInterrupted, tune
     from marl_vec.vec.ray import RayVecEnv
     from marl_vec.vec.subproc import SubprocVecEnv
 
@@ -317,3 +327,35 @@ def test_old_user_imports_still_work():
     assert mv.tune is tune
     assert all(callable(f) for f in (load_config, resolve_config_path, record_gif, PyMARLEnv, WorkerError,
                                       TuneInterrupted))
+    for name in ("config", "render", "plots", "episode_runner", "tuner", "errors"):
+        with pytest.raises(AttributeError):
+            getattr(mv, name)
+
+
+@pytest.mark.parametrize("name", ["MultiAgentEnv", "NativeEnvAdapter", "GroupStepper", "one_agent_spec"])
+def test_the_adapter_contract_keeps_its_public_path_through_envs(name):
+    import marl_vec.core.adapter as adapter
+    import marl_vec.envs as envs
+
+    assert getattr(envs, name) is getattr(adapter, name) and name in envs.__all__
+
+
+def test_python_m_marl_vec_still_runs():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "marl_vec", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "run" in out.stdout
+
+
+SCRIPT_FOLDERS = {"install", "bench", "train", "train_with", "ci"}
+
+
+def test_scripts_are_sorted_by_purpose():
+    """scripts/ holds folders only, one per purpose; install scripts in install/, benchmarks in bench/."""
+    scripts = PACKAGE_DIR.parent / "scripts"
+    assert {p.name for p in scripts.iterdir()} == SCRIPT_FOLDERS
+    assert all(p.name.startswith("install_") for p in (scripts / "install").iterdir())
+    assert {p.name for p in (scripts / "bench").iterdir() if p.suffix == ".py"} >= {"benchmark.py", "bench_plot.py"}
+    assert not [p for p in scripts.rglob("benchmark*.py") if p.parent.name != "bench"]

@@ -49,7 +49,7 @@ from marl_vec.envs.atari.engine import (
 from marl_vec.envs.atari.chain import PREPROCESS_DEFAULTS, Preprocessing, ale_rom_dir, atari_gym_env
 from marl_vec.envs.atari import envpool_engine  # noqa: F401  (registers the envpool engine kind)
 from marl_vec.envs.atari.multiplayer import MultiAgentAtariAdapter, parallel_atari_env
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 from marl_vec.envs.extras import require
 
 

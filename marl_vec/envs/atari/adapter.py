@@ -6,7 +6,7 @@ clips rewards while keeping the raw score, and snapshots/restores the emulator
 and the wrappers' state for ``autoreset="fast"``.
 
 May import: numpy, gymnasium (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``,
-``marl_vec.envs.base``, ``marl_vec.envs.atari.chain`` and ``.snapshot``.
+``marl_vec.core.adapter``, ``marl_vec.envs.atari.chain`` and ``.snapshot``.
 
 Examples:
     >>> from marl_vec.envs.atari.chain import atari_gym_env
@@ -24,7 +24,7 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.chain import Preprocessing, chain_step_limit
 from marl_vec.envs.atari.snapshot import stateless_wrappers, wrapper_savers
-from marl_vec.envs.base import NativeEnvAdapter, one_agent_spec
+from marl_vec.core.adapter import NativeEnvAdapter, one_agent_spec
 from marl_vec.core.spec import DiscreteAction
 
 

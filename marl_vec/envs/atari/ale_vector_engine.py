@@ -34,7 +34,7 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.engine_config import EngineConfig
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 
 
 class AleEngine:

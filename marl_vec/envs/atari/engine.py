@@ -48,7 +48,7 @@ stepper every engine shares, and the registry of engine kinds),
 `envpool_engine` (EnvPool's).
 
 May import: numpy, ale-py, envpool and gymnasium (lazily, via ``require``),
-``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.base``,
+``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.core.adapter``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and the engine modules above.
 
 Examples:
@@ -73,7 +73,7 @@ from marl_vec.envs.atari.chain import Preprocessing
 from marl_vec.envs.atari.engine_config import (ENGINES, SUPPORTED_AUTORESET, EngineConfig, _game_of, _n_actions,
                                                engine_unsupported_reason, envpool_task, fastest_engine)
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper, make_engine, stepper_class
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv, one_agent_spec
+from marl_vec.core.adapter import GroupStepper, MultiAgentEnv, one_agent_spec
 from marl_vec.envs.extras import require
 from marl_vec.core.spec import DiscreteAction
 

@@ -6,7 +6,7 @@ the group in one native call; each engine kind subclasses it
 `EnvPoolStepper`) and registers itself in
 `ENGINE_KINDS`.
 
-May import: ``marl_vec.core.buffers``, ``marl_vec.envs.base``, ``marl_vec.envs.atari.engine_config``.
+May import: ``marl_vec.core.buffers``, ``marl_vec.core.adapter``, ``marl_vec.envs.atari.engine_config``.
 
 Examples:
     >>> stepper_class(config)
@@ -20,7 +20,7 @@ from typing import Any
 
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.engine_config import SUPPORTED_AUTORESET, EngineConfig
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.core.adapter import GroupStepper, MultiAgentEnv
 
 # Engine kind -> (engine class, its group stepper). ale_vector is registered by
 # marl_vec.envs.atari.ale_vector_engine, envpool by marl_vec.envs.atari.envpool_engine,

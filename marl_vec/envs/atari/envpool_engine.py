@@ -49,7 +49,7 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.engine_config import EngineConfig
 from marl_vec.envs.atari.engine_stepper import ENGINE_KINDS, EngineStepper
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 
 # EnvPool's raw calls take and return arrays by these names (EnvPool 1.2).
 _ACTION_KEYS = {"env_id", "players.env_id", "action"}

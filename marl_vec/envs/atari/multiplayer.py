@@ -7,7 +7,7 @@ as dead agents, and snapshot/restore for ``autoreset="fast"``; and
 `parallel_atari_env` builds the PettingZoo game with ale-py's ROMs.
 
 May import: numpy, pettingzoo and multi-agent-ale-py (lazily, via ``require``),
-``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.base``,
+``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.core.adapter``,
 ``marl_vec.envs.registry``, ``marl_vec.envs.atari.chain`` and ``.frames``.
 
 Examples:
@@ -27,7 +27,7 @@ import numpy as np
 from marl_vec.core.buffers import RowViews
 from marl_vec.envs.atari.chain import Preprocessing, ale_rom_dir, steps_within
 from marl_vec.envs.atari.frames import FramePipeline
-from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.core.adapter import NativeEnvAdapter
 from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.core.spec import DiscreteAction, EnvSpec
 

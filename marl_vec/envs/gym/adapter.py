@@ -23,7 +23,7 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import RESET_OPTIONS_ATTR, GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
+from marl_vec.core.adapter import RESET_OPTIONS_ATTR, GroupStepper, MultiAgentEnv, NativeEnvAdapter, one_agent_spec
 from marl_vec.core.obs_types import OBS_KIND_ATTR, REWARD_KIND_ATTR, obs_kind, reward_kind
 from marl_vec.core.spec import ObjectAction, TreeAction
 from marl_vec.envs.gym.actions import action_spec_of

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import GroupStepper, MultiAgentEnv
+from marl_vec.core.adapter import GroupStepper, MultiAgentEnv
 from marl_vec.core.obs_types import REWARD_KIND_ATTR, reward_kind
 from marl_vec.envs.gym.wrapper_chain import FastChain, fast_chain
 

@@ -34,7 +34,7 @@ the batch's JAX arrays by jitted functions there, one read to the host (which en
 ended; where some did, their stats). Resets write their rows the same way (`commit`).
 
 May import: numpy, jax (lazily), ``marl_vec.core.buffers``, ``marl_vec.core.spec``, ``marl_vec.envs.block_engine``,
-``marl_vec.envs.base``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
+``marl_vec.core.adapter``, ``marl_vec.envs.extras``, ``marl_vec.envs.jaxmarl.{catalog,kernels,views}``.
 
 Examples:
     >>> import marl_vec as mv

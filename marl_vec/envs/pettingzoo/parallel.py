@@ -47,7 +47,7 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.core.adapter import NativeEnvAdapter
 from marl_vec.envs.gym.actions import action_spec_of
 from marl_vec.core.spec import ActionSpec, ContinuousAction, DiscreteAction, EnvSpec, MultiDiscreteAction, TreeAction
 

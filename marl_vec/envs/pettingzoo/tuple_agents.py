@@ -57,7 +57,7 @@ import numpy as np
 
 from marl_vec.core import spaces
 from marl_vec.core.buffers import RowViews
-from marl_vec.envs.base import NativeEnvAdapter
+from marl_vec.core.adapter import NativeEnvAdapter
 from marl_vec.envs.extras import UnknownEnvError, require
 from marl_vec.envs.gym.actions import action_spec_of
 from marl_vec.core.spec import DiscreteAction, EnvSpec

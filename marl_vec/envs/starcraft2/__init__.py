@@ -14,7 +14,7 @@ One idea per module, each importing only those above it in this list:
 - `smac`: ``SmacAdapter``, the SMAC package's env (``smac:<map>`` ids);
 - this module: the public names and the registry's factory `make_starcraft2`.
 
-Modules of this package import `marl_vec.envs.base`, `marl_vec.envs.extras`
+Modules of this package import `marl_vec.core.adapter`, `marl_vec.envs.extras`
 and `marl_vec.core.spec` from outside it, never the registry.
 
 Example (with pysc2's mock game; a real game needs ``SC2PATH``)::
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 from marl_vec.envs.starcraft2.actions import N_ACTIONS_NO_ATTACK
 from marl_vec.envs.starcraft2.adapter import StarCraft2Env
 from marl_vec.envs.starcraft2.game import GameNotFoundError, check_game, sc2_path

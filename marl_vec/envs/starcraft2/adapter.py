@@ -4,7 +4,7 @@
 map (`maps`), runs the game (`game`), reads the units
 (`units`), sends actions (`actions`), writes SMAC's features
 (`features`) and reward (`reward`), and decides how an episode
-ends. Imports: those modules, `marl_vec.envs.base`, `marl_vec.core.spec`.
+ends. Imports: those modules, `marl_vec.core.adapter`, `marl_vec.core.spec`.
 
 It drives ``pysc2.env.sc2_env.SC2Env`` (or any object with its interface, such
 as pysc2's ``mock_sc2_env.SC2TestEnv``) and presents it the way SMAC does:
@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 from marl_vec.envs.starcraft2.actions import raw_calls
 from marl_vec.envs.starcraft2.features import SmacFeatures
 from marl_vec.envs.starcraft2.game import BY_DIFFICULTY, GameSession, check_game

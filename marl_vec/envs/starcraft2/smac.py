@@ -3,7 +3,7 @@
 `SmacAdapter` wraps ``smac.env.StarCraft2Env`` (installed from
 github.com/oxwhirl/smac, not the package index) and reads its observations,
 state and available actions into the buffer row. It shares nothing with the
-pysc2-based adapter but the conventions. Imports: `marl_vec.envs.base`,
+pysc2-based adapter but the conventions. Imports: `marl_vec.core.adapter`,
 `marl_vec.envs.extras`, `marl_vec.core.spec` (SMAC only when constructed).
 """
 
@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from marl_vec.envs.base import MultiAgentEnv
+from marl_vec.core.adapter import MultiAgentEnv
 from marl_vec.envs.extras import require
 from marl_vec.core.spec import DiscreteAction, EnvSpec
 

@@ -68,7 +68,8 @@ class GroupHost:
 
     def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, autoreset: str,
                  env_seed: int | None, group_kwargs: dict[str, Any], reward_dtype: str | None = None):
-        from marl_vec.envs.registry import as_adapter, check_distinct_envs
+        from marl_vec.core.adapter import check_distinct_envs
+        from marl_vec.envs.registry import as_adapter
         from marl_vec.core.group import EnvGroup
 
         # Envs of this block whose specs differ, or a setup error (a missing extra, an unknown

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import RowViews
+from marl_vec.core.errors import SameEnvError
 from marl_vec.core.spec import EnvSpec
 
 # The attribute a face sets (VecEnv.set_attr) to hand options to each named env's next reset
@@ -293,3 +294,51 @@ def one_agent_spec(agent_id: str, obs_shape: tuple[int, ...], obs_dtype: Any, ac
     """
     return EnvSpec(agents=(agent_id,), obs_shape=obs_shape, obs_dtype=obs_dtype, state_shape=obs_shape,
                    state_dtype=obs_dtype, action=action, state_is_obs=True, **more)
+
+
+def check_distinct_envs(adapters: Sequence[MultiAgentEnv], start: int = 0) -> None:
+    """Refuse envs of one group that are one object (or wrappers around one object).
+
+    ``[lambda: env] * n`` would step ``env`` n times per batch step. ``start`` is the
+    global index of ``adapters[0]``, for the message.
+
+    ```pycon
+    >>> import gymnasium as gym
+    >>> from marl_vec.envs.gym import GymAdapter
+    >>> env = gym.make("CartPole-v1")
+    >>> try:
+    ...     check_distinct_envs([GymAdapter(env), GymAdapter(env)])
+    ... except ValueError as err:
+    ...     print(str(err)[:59])
+    env_fns 0 and 1 returned the same env object (CartPoleEnv);
+    ```
+    """
+    owner: dict[int, int] = {}  # id of an adapter or of its innermost env -> the first env index that has it
+    for j, adapter in enumerate(adapters):
+        objects: dict[int, Any] = {id(adapter): adapter}
+        if not adapter.native_is_stateless:  # a shared stateless env (JaxMARL's) is fine
+            inner = getattr(adapter.native, "unwrapped", adapter.native)
+            objects[id(inner)] = inner
+        for obj in objects.values():
+            first = owner.setdefault(id(obj), j)
+            if first != j:
+                raise SameEnvError(
+                    f"env_fns {start + first} and {start + j} returned the same env object "
+                    f"({type(obj).__name__}); it would be stepped once per env at every step. "
+                    "This happens with [lambda: env] * n or make_vec_env(lambda: env): "
+                    "make a new env in each env_fn, e.g. [lambda: gym.make('CartPole-v1')] * n"
+                )
+
+
+def require_adapter(made: Any) -> MultiAgentEnv:
+    """``made`` if it is an adapter; else a TypeError saying where raw envs are wrapped.
+
+    The core steps adapters only: a backend turns each env_fn into an adapter factory
+    (``marl_vec.envs.registry.adapter_fns``) before its groups call them.
+    """
+    if isinstance(made, MultiAgentEnv):
+        return made
+    raise TypeError(
+        f"an adapter factory returned {type(made).__name__}, not a marl_vec MultiAgentEnv; wrap env_fns "
+        "that make gymnasium or PettingZoo envs with marl_vec.envs.registry.adapter_fns (every backend does)"
+    )
