@@ -33,6 +33,28 @@ FIELDS = ("actions", "obs", "state", "avail_actions", "agent_mask", "reward", "t
           "final_obs", "final_state", "final_avail_actions", "final_acting")
 
 
+def torch_device(device: Any) -> Any:
+    """``device`` (None: the CPU, a string or a ``torch.device``) as a ``torch.device`` with its index,
+    for an accelerator: ``"cuda"`` is ``cuda:<current device>``, as torch places a tensor made there.
+    Tensors report their device with its index, and ``torch.device("cuda:0") != torch.device("cuda")``:
+    a device kept without one would not equal the device of any tensor made on it.
+
+    Examples:
+        >>> torch_device(None), torch_device("cpu"), torch_device("meta")
+        (device(type='cpu'), device(type='cpu'), device(type='meta'))
+    """
+    import torch
+
+    parsed = torch.device("cpu" if device is None else device)
+    if parsed.index is not None or parsed.type in ("cpu", "meta"):
+        return parsed
+    if parsed.type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    module = getattr(torch, parsed.type, None)  # mps, xpu, ...: their own current device where they say
+    current = getattr(module, "current_device", None)
+    return torch.device(parsed.type, current() if callable(current) else 0)
+
+
 @dataclasses.dataclass
 class DeviceOutputs:
     """The batch's fields on ``device`` (see the module doc); None where the batch has no such field."""
@@ -65,7 +87,7 @@ class DeviceOutputs:
         spec = buffers.spec
         if spec.turn_based or not isinstance(buffers.obs, np.ndarray) or not isinstance(buffers.actions, np.ndarray):
             raise ValueError("device outputs serve one observation array, array actions and simultaneous moves")
-        device = torch.device(device)
+        device = torch_device(device)
         tensors: dict[str, Any] = {}
         for name in FIELDS:
             array = getattr(buffers, name)

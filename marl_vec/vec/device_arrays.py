@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.device_outputs import torch_device
 
 ARRAY_BACKENDS = ("numpy", "torch", "jax")
 # StepResult's array fields, each with the buffers' attribute it is made of.
@@ -123,9 +124,9 @@ class DeviceArrays:
             import torch
 
             self.torch = torch
-            self.device = torch.device("cpu" if device is None else device)
-            if self.device.type == "cuda" and not torch.cuda.is_available():
+            if torch.device("cpu" if device is None else device).type == "cuda" and not torch.cuda.is_available():
                 raise ValueError(f"device={device!r}: torch {torch.__version__} has no CUDA here; available: cpu")
+            self.device = torch_device(device)  # "cuda" as "cuda:0": the device its tensors report
             self.views = {name: torch.from_numpy(array) for name, array in self._host_fields()}
             # Off the host: preallocated once on the device (at the first result), written in place each step.
             self.tensors = self.views if self.host else {}
