@@ -170,7 +170,7 @@ class DeviceArrays:
             # so a torch result shares memory with nothing the engine keeps.
             arrays = self.outputs.result_arrays(copy)
             if self.array_backend == "torch":
-                arrays = {name: jax_to_torch(arrays[name]) for name in FIELDS
+                arrays = {name: self._buffer_dtype(name, jax_to_torch(arrays[name])) for name in FIELDS
                           if getattr(numpy_result, name) is not None}
             return dataclasses.replace(numpy_result, **{name: arrays[name] for name in FIELDS
                                                         if getattr(numpy_result, name) is not None})
@@ -185,6 +185,18 @@ class DeviceArrays:
                 if name in changes:
                     changes[name] = self._blank(changes[name], done)
         return dataclasses.replace(numpy_result, **changes)
+
+    def _buffer_dtype(self, name: str, tensor: Any) -> Any:
+        """``tensor`` in the dtype of the buffers' field ``name``. JAX without x64 makes 64-bit
+        values 32-bit (a float64 ``reward_dtype``): torch, which has float64, gets the batch's
+        dtype back (the float32 values widened, exactly as numpy mode stores them)."""
+        dtypes = self.__dict__.get("_torch_dtypes")
+        if dtypes is None:
+            torch = self.torch
+            dtypes = self._torch_dtypes = {field: torch.from_numpy(np.zeros(0, array.dtype)).dtype
+                                           for field, array in self._host_fields()}
+        dtype = dtypes[name]
+        return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
     def _blank(self, array: Any, done: Any) -> Any:
         shape = tuple(done.shape) + (1,) * (array.ndim - 1)
