@@ -186,6 +186,51 @@ class DeviceArrays:
                     changes[name] = self._blank(changes[name], done)
         return dataclasses.replace(numpy_result, **changes)
 
+    def rows_of_host(self, numpy_rows: Any) -> Any:
+        """The async pool's rows (``numpy_rows``: a `PoolStepResult` of fresh host copies, a family
+        stepped on the host) in this batch's array type, on its device."""
+        changes: dict[str, Any] = {}
+        for name in FIELDS:
+            rows = getattr(numpy_rows, name)
+            if rows is None:
+                continue
+            if self.array_backend == "torch":
+                tensor = self.torch.from_numpy(rows)  # fresh rows: nothing else holds them
+                changes[name] = tensor if self.host else tensor.to(self.device)
+            else:
+                changes[name] = self.jax.device_put(rows, self.device)
+        return dataclasses.replace(numpy_rows, **changes)
+
+    def rows_of_outputs(self, ids: np.ndarray, names: list[str]) -> dict[str, Any]:
+        """The async pool's rows of envs ``ids`` (fields ``names``) from the device outputs the
+        engine wrote (`use_outputs`): copies, made on the device, ``final_*`` rows of envs not
+        done zeroed, as numpy mode's pool rows; torch tensors or JAX arrays as the batch's results."""
+        if self.tensors is not None:  # torch outputs, written in place: index_select copies the rows
+            index = self.torch.as_tensor(ids, device=self.device)
+            rows = {name: self.tensors[name].index_select(0, index) for name in names}
+        else:  # a JAX engine's current arrays
+            import jax
+
+            current = self.outputs.result_arrays(False)
+            index = jax.device_put(ids, self.outputs.device)
+            rows = {name: current[name][index] for name in names}
+            if self.array_backend == "torch":  # torch mode: by DLPack, in the batch's dtypes
+                rows = {name: self._buffer_dtype(name, jax_to_torch(value)) for name, value in rows.items()}
+        done = rows["done"]
+        for name in FINALS:
+            if name in rows:  # out of place: a torch row may be a JAX array's memory (DLPack)
+                array = rows[name]
+                keep = done.reshape(tuple(done.shape) + (1,) * (array.ndim - 1))
+                if isinstance(array, self.torch_tensor_type()):
+                    rows[name] = array.masked_fill(~keep, 0)
+                else:
+                    rows[name] = self.jax.numpy.where(keep, array, self.jax.numpy.zeros((), array.dtype))
+        return rows
+
+    def torch_tensor_type(self) -> type:
+        """``torch.Tensor`` in torch mode; in JAX mode a type nothing is (torch need not be there)."""
+        return self.torch.Tensor if self.array_backend == "torch" else type(None)
+
     def _buffer_dtype(self, name: str, tensor: Any) -> Any:
         """``tensor`` in the dtype of the buffers' field ``name``. JAX without x64 makes 64-bit
         values 32-bit (a float64 ``reward_dtype``): torch, which has float64, gets the batch's
