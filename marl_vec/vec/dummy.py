@@ -5,6 +5,9 @@ The backend for debugging and for envs so cheap that processes do not pay.
 (``send``/``recv``, `marl_vec.vec.pool`) is here too, synchronous: ``send``
 steps its envs at once and ``recv`` returns them in the order sent, so a caller
 written for the pool (a face that steps a subset of envs) runs on every backend.
+A natively batched family (VMAS, JaxMARL) is one block there, stepped once every
+env is sent, as a worker steps it (`marl_vec.vec.worker.pool_outcomes`); ``recv``
+returns torch tensors or JAX arrays where ``array_backend`` asks for them.
 
 Examples:
     >>> import gymnasium as gym, numpy as np
@@ -56,7 +59,8 @@ class DummyVecEnv(AsyncPool, VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see `marl_vec.core.state`).
-        batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``).
+        batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``; a
+            natively batched family, stepped as one block, takes only ``num_envs``).
         array_backend: what results hold: ``"numpy"`` (default), ``"torch"`` (tensors) or
             ``"jax"`` (arrays); actions may come as any of them. See
             `marl_vec.vec.device_arrays` and docs/backends/device_arrays.md.
