@@ -186,7 +186,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         return arrays.result(result, copy)
 
     def _step_async(self) -> None:
-        self._infos = self.group.step() if self._device_group is None else self._device_group.step()
+        self._infos = self.group.step() if self._device_group is None else self._device_block_step()
         if self.copy and self._device_arrays is None:
             self._fresh_obs = self.group.take_obs()  # for the result; None where it must copy
         self._pool_restart(step=True)
@@ -212,9 +212,9 @@ class DummyVecEnv(AsyncPool, VecEnv):
                     raised = outcome
 
     def _device_block_step(self) -> list[dict[str, Any]]:
-        """The device group's step, its ended envs marked in the host buffers' ``done`` (which the
-        device path does not write otherwise): the pool reads them there (autoreset='disabled'
-        refusals, episode statistics)."""
+        """The device group's step, its ended envs marked in the host buffers' ``done`` (a list of
+        ints the step reads anyway; the results come from the device): the async pool reads them
+        there (autoreset='disabled' refusals, episode statistics), after step() too."""
         assert self._device_group is not None
         infos = self._device_group.step()
         done = self.group.done

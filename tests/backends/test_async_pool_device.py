@@ -177,3 +177,20 @@ def test_a_block_steps_once_every_env_is_sent_and_batches_are_the_block():
             s = step.step(torch.tensor([[1] * 3, [0] * 3, [1] * 3, [0] * 3]))
         order = np.argsort(r.env_ids)
         assert torch.equal(r.obs[order], s.obs) and torch.equal(r.reward[order], s.reward)
+
+
+def test_disabled_refuses_to_send_an_env_whose_episode_ended_in_a_synchronous_step():
+    with _vmas(array_backend="torch", autoreset="disabled") as venv:
+        venv.reset()
+        for _ in range(7):  # max_steps 7: every episode ends
+            r = venv.step(torch.zeros((K, 3), dtype=torch.int64))
+        assert bool(r.done.all())
+        r = venv.recv()
+        assert bool(r.done.all()) and isinstance(r.done, torch.Tensor)
+        with pytest.raises(PoolNotReadyError, match=r"envs \[0, 1, 2, 3\] finished their episode and "
+                                                    r"autoreset='disabled': call reset\(env_ids=\[0, 1, 2, 3\]\) first"):
+            venv.send(torch.zeros((K, 3), dtype=torch.int64), r.env_ids)
+        venv.reset()
+        r = venv.recv()
+        venv.send(torch.zeros((K, 3), dtype=torch.int64), r.env_ids)
+        assert not bool(venv.recv().done.any())
