@@ -67,7 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("torchrl", "torchrl", "TorchRLEnv", exc)) from exc
 
 from marl_vec.core.episode import AutoresetMode
-from marl_vec.core.device_outputs import torch_device
+from marl_vec.core.devices import torch_device
 from marl_vec.core.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 

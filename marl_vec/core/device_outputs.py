@@ -8,7 +8,7 @@ view of ``obs`` (``final_obs``) where the state is the observations, as in the
 buffers; ``acting`` is ``agent_mask`` (simultaneous-move envs only). ``actions`` holds
 the step's actions on the device. Single-array observations only.
 
-May import: numpy, torch (lazily), ``marl_vec.core.buffers``.
+May import: numpy, torch (lazily), ``marl_vec.core.{buffers,devices}``.
 
 Examples:
     >>> import numpy as np
@@ -27,32 +27,11 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.devices import torch_device
 
 # The fields a stepper writes (with state, kept by the group), in StepResult's names.
 FIELDS = ("actions", "obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
           "final_obs", "final_state", "final_avail_actions", "final_acting")
-
-
-def torch_device(device: Any) -> Any:
-    """``device`` (None: the CPU, a string or a ``torch.device``) as a ``torch.device`` with its index,
-    for an accelerator: ``"cuda"`` is ``cuda:<current device>``, as torch places a tensor made there.
-    Tensors report their device with its index, and ``torch.device("cuda:0") != torch.device("cuda")``:
-    a device kept without one would not equal the device of any tensor made on it.
-
-    Examples:
-        >>> torch_device(None), torch_device("cpu"), torch_device("meta")
-        (device(type='cpu'), device(type='cpu'), device(type='meta'))
-    """
-    import torch
-
-    parsed = torch.device("cpu" if device is None else device)
-    if parsed.index is not None or parsed.type in ("cpu", "meta"):
-        return parsed
-    if parsed.type == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    module = getattr(torch, parsed.type, None)  # mps, xpu, ...: their own current device where they say
-    current = getattr(module, "current_device", None)
-    return torch.device(parsed.type, current() if callable(current) else 0)
 
 
 @dataclasses.dataclass

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
-from marl_vec.core.device_outputs import torch_device
+from marl_vec.core.devices import torch_device
 
 ARRAY_BACKENDS = ("numpy", "torch", "jax")
 # StepResult's array fields, each with the buffers' attribute it is made of.

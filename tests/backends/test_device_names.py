@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import marl_vec as mv  # noqa: E402
-from marl_vec.core.device_outputs import torch_device  # noqa: E402
+from marl_vec.core.devices import torch_device  # noqa: E402
 from marl_vec.envs.registry import make_env_fn  # noqa: E402
 from marl_vec.vec.device_actions import DeviceActions  # noqa: E402
 from marl_vec.vec.device_arrays import DeviceArrays  # noqa: E402

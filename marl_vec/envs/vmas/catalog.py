@@ -129,7 +129,7 @@ def parse_device(value: Any, check: bool = True) -> str:
     """
     import torch
 
-    from marl_vec.core.device_outputs import torch_device
+    from marl_vec.core.devices import torch_device
 
     try:
         device = torch.device(value)
