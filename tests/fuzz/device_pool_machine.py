@@ -142,6 +142,7 @@ class DevicePoolMachine(RuleBasedStateMachine):
         """A new round's rows: the batch as the last reset or step left it; no summaries (they
         were the step's), but the step's rows (and done, final_obs) as the step returned them."""
         infos = r.infos
+        assert all(isinstance(getattr(r, name), torch.Tensor) for name in ("obs", "done")), (type(r.obs), type(r.done))
         assert all("episode" not in info for info in infos), infos
         np.testing.assert_array_equal(r.obs.numpy(), self.want["obs"], err_msg="recv() of a new round: obs")
         np.testing.assert_array_equal(r.done.numpy(), self.want["done"], err_msg="recv() of a new round: done")
