@@ -67,6 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(missing_extra_message("torchrl", "torchrl", "TorchRLEnv", exc)) from exc
 
 from marl_vec.core.episode import AutoresetMode
+from marl_vec.core.devices import torch_device
 from marl_vec.core.spec import ContinuousAction, EnvSpec
 from marl_vec.vec.base import StepResult, VecEnv
 
@@ -170,8 +171,8 @@ class TorchRLEnv(EnvBase):
             raise ValueError(f"TorchRLEnv takes a VecEnv with array_backend 'numpy' or 'torch', got {array_backend!r}")
         self._torch_mode = array_backend == "torch"
         if self._torch_mode:
-            own = torch.device(venv.device)
-            if device is not None and torch.device(device) != own:
+            own = torch_device(venv.device)
+            if device is not None and torch_device(device) != own:  # "cuda" is "cuda:0" (torch_device)
                 raise ValueError(f"TorchRLEnv passes a torch-mode VecEnv's tensors through on its device {own}; "
                                  f"got device={device!r} (leave it out, or build the VecEnv with device={device!r})")
             device = own

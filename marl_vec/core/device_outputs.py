@@ -8,7 +8,7 @@ view of ``obs`` (``final_obs``) where the state is the observations, as in the
 buffers; ``acting`` is ``agent_mask`` (simultaneous-move envs only). ``actions`` holds
 the step's actions on the device. Single-array observations only.
 
-May import: numpy, torch (lazily), ``marl_vec.core.buffers``.
+May import: numpy, torch (lazily), ``marl_vec.core.{buffers,devices}``.
 
 Examples:
     >>> import numpy as np
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.devices import torch_device
 
 # The fields a stepper writes (with state, kept by the group), in StepResult's names.
 FIELDS = ("actions", "obs", "state", "avail_actions", "agent_mask", "reward", "terminated", "truncated", "done",
@@ -65,7 +66,7 @@ class DeviceOutputs:
         spec = buffers.spec
         if spec.turn_based or not isinstance(buffers.obs, np.ndarray) or not isinstance(buffers.actions, np.ndarray):
             raise ValueError("device outputs serve one observation array, array actions and simultaneous moves")
-        device = torch.device(device)
+        device = torch_device(device)
         tensors: dict[str, Any] = {}
         for name in FIELDS:
             array = getattr(buffers, name)

@@ -31,6 +31,7 @@ from marl_vec.envs.registry import FAMILIES, make_env_fn
 from marl_vec.core.errors import SetupError
 from marl_vec.tools.tune_cache import resolve_auto
 from marl_vec.vec.base import VecEnv
+from marl_vec.vec.device_arrays import is_host_device
 from marl_vec.vec.factory import make_vec
 
 DEFAULT_CONFIG = "mpe/simple_spread"
@@ -309,7 +310,8 @@ def backend_kwargs(vec: VecConfig) -> dict[str, Any]:
             kwargs["batch_size"] = vec.batch_size
         if vec.array_backend != "numpy" or vec.device is not None:
             kwargs.update(array_backend=vec.array_backend, device=vec.device)
-    if vec.backend != "dummy" and (vec.array_backend != "numpy" or vec.device is not None):
+    # cpu is the host, where every backend keeps its numpy results: only a device off it is DummyVecEnv's.
+    if vec.backend != "dummy" and (vec.array_backend != "numpy" or not is_host_device(vec.device)):
         raise ConfigError(f"vec.array_backend={vec.array_backend!r} / vec.device={vec.device!r} apply to the dummy "
                           f"backend (DummyVecEnv), not to backend {vec.backend!r}, which returns numpy arrays on the host")
     if vec.step_in_main and vec.backend != "subproc":
@@ -371,7 +373,7 @@ def resolve_auto_backend(cfg: Config) -> Config:
     """
     if cfg.vec.backend != "auto":
         return cfg
-    if cfg.vec.array_backend != "numpy" or cfg.vec.device is not None:  # torch/JAX results: DummyVecEnv only
+    if cfg.vec.array_backend != "numpy" or not is_host_device(cfg.vec.device):  # torch/JAX results: DummyVecEnv only
         return cfg.model_copy(update={"vec": cfg.vec.model_copy(update={"backend": "dummy"})})
     choice, message, tuned = resolve_auto(cfg.model_dump(by_alias=True))
     named = "backend" in cfg.vec.model_fields_set

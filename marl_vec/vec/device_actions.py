@@ -55,7 +55,7 @@ class DeviceActions:
         if not isinstance(actions, torch.Tensor):  # numpy or JAX: numpy's path, then one copy up
             venv = self.venv
             ActionWriter._write_actions(venv, host_array(actions))
-            out.actions.copy_(torch.from_numpy(venv.buffers.actions))
+            self.upload(venv.buffers.actions)
             return
         if actions.device != self.device and actions.device.type != "cpu":
             raise ValueError(f"actions are on device {actions.device}, but this VecEnv steps on {self.device}; "
@@ -72,6 +72,11 @@ class DeviceActions:
         if self.venv.validate and self._any_bad(actions):
             self._host_check(actions)
         out.actions.copy_(actions)
+
+    def upload(self, actions: np.ndarray) -> None:
+        """``actions`` (the host buffer's, checked already: numpy's path, or the async pool's
+        ``send()``) to the device, where the engine reads them: one copy."""
+        self.out.actions.copy_(self.torch.from_numpy(actions))
 
     def _any_bad(self, actions: Any) -> bool:
         """Whether some live agent's action is wrong (computed on the device; one bool read)."""
@@ -139,7 +144,7 @@ class JaxDeviceActions:
         elif not isinstance(actions, jax.Array):  # numpy: numpy's path, then one copy to the device
             venv = self.venv
             ActionWriter._write_actions(venv, host_array(actions))
-            self.out.actions = jax.device_put(venv.buffers.actions.astype(self.dtype), self.device)
+            self.upload(venv.buffers.actions)
             return
         devices = actions.devices()
         if self.device not in devices and any(d.platform != "cpu" for d in devices):
@@ -157,6 +162,10 @@ class JaxDeviceActions:
         if self.venv.validate and bool(self._bad(actions, self.out.avail_actions, self.out.agent_mask)):
             self._host_check(actions)
         self.out.actions = actions if actions.dtype == self.dtype else actions.astype(self.dtype)
+
+    def upload(self, actions: np.ndarray) -> None:
+        """``actions`` (the host buffer's, checked already) to the device, in the dtype the engine's step reads."""
+        self.out.actions = self.jax.device_put(actions.astype(self.dtype), self.device)
 
     def _any_bad(self, actions: Any, avail: Any, mask: Any) -> Any:
         """Whether some live agent's action is wrong (jitted: one bool on the device)."""

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from marl_vec.core.buffers import BatchBuffers
+from marl_vec.core.devices import torch_device
 
 ARRAY_BACKENDS = ("numpy", "torch", "jax")
 # StepResult's array fields, each with the buffers' attribute it is made of.
@@ -123,9 +124,9 @@ class DeviceArrays:
             import torch
 
             self.torch = torch
-            self.device = torch.device("cpu" if device is None else device)
-            if self.device.type == "cuda" and not torch.cuda.is_available():
+            if torch.device("cpu" if device is None else device).type == "cuda" and not torch.cuda.is_available():
                 raise ValueError(f"device={device!r}: torch {torch.__version__} has no CUDA here; available: cpu")
+            self.device = torch_device(device)  # "cuda" as "cuda:0": the device its tensors report
             self.views = {name: torch.from_numpy(array) for name, array in self._host_fields()}
             # Off the host: preallocated once on the device (at the first result), written in place each step.
             self.tensors = self.views if self.host else {}
@@ -169,7 +170,7 @@ class DeviceArrays:
             # so a torch result shares memory with nothing the engine keeps.
             arrays = self.outputs.result_arrays(copy)
             if self.array_backend == "torch":
-                arrays = {name: jax_to_torch(arrays[name]) for name in FIELDS
+                arrays = {name: self._buffer_dtype(name, jax_to_torch(arrays[name])) for name in FIELDS
                           if getattr(numpy_result, name) is not None}
             return dataclasses.replace(numpy_result, **{name: arrays[name] for name in FIELDS
                                                         if getattr(numpy_result, name) is not None})
@@ -184,6 +185,63 @@ class DeviceArrays:
                 if name in changes:
                     changes[name] = self._blank(changes[name], done)
         return dataclasses.replace(numpy_result, **changes)
+
+    def rows_of_host(self, numpy_rows: Any) -> Any:
+        """The async pool's rows (``numpy_rows``: a `PoolStepResult` of fresh host copies, a family
+        stepped on the host) in this batch's array type, on its device."""
+        changes: dict[str, Any] = {}
+        for name in FIELDS:
+            rows = getattr(numpy_rows, name)
+            if rows is None:
+                continue
+            if self.array_backend == "torch":
+                tensor = self.torch.from_numpy(rows)  # fresh rows: nothing else holds them
+                changes[name] = tensor if self.host else tensor.to(self.device)
+            else:
+                changes[name] = self.jax.device_put(rows, self.device)
+        return dataclasses.replace(numpy_rows, **changes)
+
+    def rows_of_outputs(self, ids: np.ndarray, names: list[str]) -> dict[str, Any]:
+        """The async pool's rows of envs ``ids`` (fields ``names``) from the device outputs the
+        engine wrote (`use_outputs`): copies, made on the device, ``final_*`` rows of envs not
+        done zeroed, as numpy mode's pool rows; torch tensors or JAX arrays as the batch's results."""
+        if self.tensors is not None:  # torch outputs, written in place: index_select copies the rows
+            index = self.torch.as_tensor(ids, device=self.device)
+            rows = {name: self.tensors[name].index_select(0, index) for name in names}
+        else:  # a JAX engine's current arrays
+            import jax
+
+            current = self.outputs.result_arrays(False)
+            index = jax.device_put(ids, self.outputs.device)
+            rows = {name: current[name][index] for name in names}
+            if self.array_backend == "torch":  # torch mode: by DLPack, in the batch's dtypes
+                rows = {name: self._buffer_dtype(name, jax_to_torch(value)) for name, value in rows.items()}
+        done = rows["done"]
+        for name in FINALS:
+            if name in rows:  # out of place: a torch row may be a JAX array's memory (DLPack)
+                array = rows[name]
+                keep = done.reshape(tuple(done.shape) + (1,) * (array.ndim - 1))
+                if isinstance(array, self.torch_tensor_type()):
+                    rows[name] = array.masked_fill(~keep, 0)
+                else:
+                    rows[name] = self.jax.numpy.where(keep, array, self.jax.numpy.zeros((), array.dtype))
+        return rows
+
+    def torch_tensor_type(self) -> type:
+        """``torch.Tensor`` in torch mode; in JAX mode a type nothing is (torch need not be there)."""
+        return self.torch.Tensor if self.array_backend == "torch" else type(None)
+
+    def _buffer_dtype(self, name: str, tensor: Any) -> Any:
+        """``tensor`` in the dtype of the buffers' field ``name``. JAX without x64 makes 64-bit
+        values 32-bit (a float64 ``reward_dtype``): torch, which has float64, gets the batch's
+        dtype back (the float32 values widened, exactly as numpy mode stores them)."""
+        dtypes = self.__dict__.get("_torch_dtypes")
+        if dtypes is None:
+            torch = self.torch
+            dtypes = self._torch_dtypes = {field: torch.from_numpy(np.zeros(0, array.dtype)).dtype
+                                           for field, array in self._host_fields()}
+        dtype = dtypes[name]
+        return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
     def _blank(self, array: Any, done: Any) -> Any:
         shape = tuple(done.shape) + (1,) * (array.ndim - 1)

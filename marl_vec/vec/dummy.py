@@ -5,6 +5,9 @@ The backend for debugging and for envs so cheap that processes do not pay.
 (``send``/``recv``, `marl_vec.vec.pool`) is here too, synchronous: ``send``
 steps its envs at once and ``recv`` returns them in the order sent, so a caller
 written for the pool (a face that steps a subset of envs) runs on every backend.
+A natively batched family (VMAS, JaxMARL) is one block there, stepped once every
+env is sent, as a worker steps it (`marl_vec.vec.worker.pool_outcomes`); ``recv``
+returns torch tensors or JAX arrays where ``array_backend`` asks for them.
 
 Examples:
     >>> import gymnasium as gym, numpy as np
@@ -21,6 +24,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from marl_vec.core.buffers import BatchBuffers
 from marl_vec.envs.registry import as_adapter
 from marl_vec.core.episode import AutoresetMode
@@ -30,10 +35,11 @@ from marl_vec.core.group import EnvFinishedError, EnvGroup
 from marl_vec.core.jax_device import JaxDeviceGroup, JaxOutputs
 from marl_vec.vec.base import VecEnv, check_backend_args
 from marl_vec.vec.device_actions import DeviceActions, JaxDeviceActions
-from marl_vec.vec.device_arrays import (DeviceArrays, host_array, is_host_device, jax_default_device,
+from marl_vec.vec.device_arrays import (FIELDS, DeviceArrays, host_array, is_host_device, jax_default_device,
                                         parse_array_backend, same_device)
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
 from marl_vec.vec.results import StepResult
+from marl_vec.vec.worker import pool_outcomes
 
 
 class DummyVecEnv(AsyncPool, VecEnv):
@@ -53,7 +59,8 @@ class DummyVecEnv(AsyncPool, VecEnv):
             (default): the family's (float64 for gymnasium envs, else float32).
         state: what the state holds: ``auto`` (default), ``env``, ``concat`` or ``none``
             (see `marl_vec.core.state`).
-        batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``).
+        batch_size: envs per `recv` of the (synchronous) async pool (default ``num_envs``; a
+            natively batched family, stepped as one block, takes only ``num_envs``).
         array_backend: what results hold: ``"numpy"`` (default), ``"torch"`` (tensors) or
             ``"jax"`` (arrays); actions may come as any of them. See
             `marl_vec.vec.device_arrays` and docs/backends/device_arrays.md.
@@ -111,7 +118,11 @@ class DummyVecEnv(AsyncPool, VecEnv):
         if self._device_arrays is None:
             self.group.run_while_stepping(self._prepare_result)  # a native engine's threads step meanwhile
         self.timeout = None  # the pool never waits here: send() steps its envs at once
-        self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)])
+        # A native engine (VMAS, JaxMARL, Atari's ale_vector) steps its whole group in one call: the
+        # pool's one block, sent whole (send() holds envs until every env of it is sent).
+        whole = None if self.group.steps_single_envs else (
+            f"these envs' engine ({type(adapters[0]).__name__}) steps the whole batch in one call")
+        self._init_pool(batch_size, self.num_envs, [(0, self.num_envs)], whole)
         self._pool_errors: deque[BaseException] = deque()  # raised by the next recv(), in order
 
     @property
@@ -175,7 +186,7 @@ class DummyVecEnv(AsyncPool, VecEnv):
         return arrays.result(result, copy)
 
     def _step_async(self) -> None:
-        self._infos = self.group.step() if self._device_group is None else self._device_group.step()
+        self._infos = self.group.step() if self._device_group is None else self._device_block_step()
         if self.copy and self._device_arrays is None:
             self._fresh_obs = self.group.take_obs()  # for the result; None where it must copy
         self._pool_restart(step=True)
@@ -183,14 +194,70 @@ class DummyVecEnv(AsyncPool, VecEnv):
     # -- the async pool, synchronous (marl_vec.vec.pool) ------------------------------
 
     def _pool_go(self, w: int, local_ids: list[int]) -> None:
-        for j in local_ids:
-            try:
-                info = self.group.step_env(j)
-            except Exception as exc:  # named to the caller by the next recv(), as on the process backends
+        """Step ``local_ids`` as a worker would (`pool_outcomes`): env by env, or the whole block
+        (on the device path: the device group's step, its actions from the host rows send() wrote)."""
+        step_block = None
+        if self._device_group is not None:
+            self._device_actions.upload(self.buffers.actions)
+            step_block = self._device_block_step
+        for _, outcomes in pool_outcomes(self.group, local_ids, step_block):
+            raised = None
+            for _, outcome in outcomes:
+                if not isinstance(outcome, Exception):
+                    self._pool_complete(w, outcome)
+                    continue
                 self._pool_fail(w)
-                self._pool_errors.append(exc)
-                continue
-            self._pool_complete(w, info)
+                if outcome is not raised:  # named to the caller by the next recv(); a block's error once
+                    self._pool_errors.append(outcome)
+                    raised = outcome
+
+    def _device_block_step(self) -> list[dict[str, Any]]:
+        """The device group's step, its ended envs marked in the host buffers' ``done`` (a list of
+        ints the step reads anyway; the results come from the device): the async pool reads them
+        there (autoreset='disabled' refusals, episode statistics), after step() too."""
+        assert self._device_group is not None
+        infos = self._device_group.step()
+        done = self.group.done
+        done.fill(False)
+        done[self.group.ended] = True
+        return infos
+
+    def _write_action_rows(self, actions: Any, env_ids: list[int]) -> None:
+        """send()'s actions, torch or JAX ones too, checked on the host (numpy mode's checks and
+        messages); on the device path against the device's current avail and mask."""
+        if self._device_arrays is None:
+            super()._write_action_rows(actions, env_ids)
+            return
+        actions = host_array(actions)
+        if self._device_group is None:
+            super()._write_action_rows(actions, env_ids)
+            return
+        buf, out = self.buffers, self._device_arrays.outputs
+        saved = [(buf.agent_mask, host_array(out.agent_mask))]
+        if buf.avail_actions is not None and out.avail_actions is not None:
+            saved.append((buf.avail_actions, host_array(out.avail_actions)))
+        kept = [(array, array.copy()) for array, _ in saved]  # the host rows as the device path keeps them
+        try:
+            for array, current in saved:
+                array[...] = current
+            super()._write_action_rows(actions, env_ids)
+        finally:
+            for array, value in kept:
+                array[...] = value
+
+    def _pool_rows(self, ids: np.ndarray, infos: list[dict[str, Any]]) -> PoolStepResult:
+        """`recv`'s rows in the batch's array type: from the device outputs on the device path,
+        else the host rows converted."""
+        arrays = self._device_arrays
+        if arrays is None:
+            return super()._pool_rows(ids, infos)
+        if self._device_group is None:
+            return arrays.rows_of_host(super()._pool_rows(ids, infos))
+        buf, keeps = self.buffers, self._keeps_final
+        names = [name for name in FIELDS if (buf.movers() if name == "acting" else getattr(buf, name)) is not None
+                 and (keeps or not name.startswith("final_"))]
+        rows = arrays.rows_of_outputs(ids, names)
+        return PoolStepResult(**{name: rows.get(name) for name in FIELDS}, infos=infos, env_ids=ids)
 
     def recv(self, timeout: float | None = None) -> PoolStepResult:
         if self._pool_errors:

@@ -63,9 +63,6 @@ Examples:
 from __future__ import annotations
 
 import copy as copy_module
-import os
-import signal
-import struct
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -78,16 +75,11 @@ from marl_vec.core.episode import AutoresetMode
 from marl_vec.core.errors import PoolNotReadyError
 from marl_vec.vec.base import StepResult
 from marl_vec.vec.copies import blank_rows
-from marl_vec.vec.worker import ObjectReply, decode, encode_pool_step
+from marl_vec.vec.pool_wire import _SIGNALS, PoolAnswers, _EnvFailed, _sigmask  # noqa: F401  # the backends' names
+from marl_vec.vec.worker import ObjectReply, encode_pool_step
 
 # The calls that reach the envs without starting a new round: they keep the pool (the module docstring).
 KEEP_POOL = frozenset({"call", "get_attr", "set_attr", "render"})
-_LENGTH, _LONG_LENGTH = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's frame headers
-_SIGNALS = signal.valid_signals()
-try:  # signal.pthread_sigmask turns every returned signal into an enum (~10 us a call): the C function
-    from _signal import pthread_sigmask as _sigmask
-except ImportError:  # not CPython
-    _sigmask = signal.pthread_sigmask
 
 __all__ = ["AsyncPool", "PoolStepResult", "PoolNotReadyError"]
 
@@ -99,8 +91,8 @@ class PoolStepResult(StepResult):
     env_ids: np.ndarray | None = None
 
 
-class AsyncPool:
-    """Mixin for the process backends: the pool's state and its two calls.
+class AsyncPool(PoolAnswers):
+    """Mixin for the backends: the pool's state and its two calls.
 
     A backend gives each worker's ``(start, stop)`` block to `_init_pool`,
     ``timeout``, and implements the ``_pool_*`` hooks at the end of this class. Per
@@ -326,6 +318,11 @@ class AsyncPool:
         ids = np.array(ids_list, dtype=np.int64)
         pop = self._pool_infos.pop
         infos: list[dict[str, Any]] = [pop(i, None) or {} for i in ids_list] if self._pool_infos else [{} for _ in ids_list]
+        return self._pool_rows(ids, infos)
+
+    def _pool_rows(self, ids: np.ndarray, infos: list[dict[str, Any]]) -> PoolStepResult:
+        """The rows of envs ``ids`` as `recv` returns them: copies of the host buffers' rows
+        (a backend whose results live elsewhere, DummyVecEnv's torch/JAX batch, serves its own)."""
         buf = self.buffers
         avail, final_avail = buf.avail_actions, buf.final_avail_actions
         if self._obs_is_tree or self._objects_out:  # trees leaf by leaf; object values copied deeply
@@ -438,67 +435,6 @@ class AsyncPool:
         if seen is not None:
             buf.write_object_rows(env, ["final_" + name for name in current], seen)
 
-    def _pool_read(self, w: int, fd: int, error_of: Any) -> bool:
-        """Read every answer worker w has sent over pipe ``fd`` (one per finished env, in its
-        flight's order) with one ``os.read``; True at end of file (the worker is gone).
-
-        The answers are multiprocessing's frames (a 4-byte length, then the bytes), cut
-        here: per env that saves the two or three system calls of ``recv_bytes``/``poll``.
-        A frame cut by the read waits in ``_pool_partial`` for the rest. Signals wait
-        until the answers read are recorded, so Ctrl-C never drops one. The envs' errors
-        (``error_of(env_index, repr, traceback)``, each) are raised together as
-        `_EnvFailed` after; a whole block's error (an engine step: the same answer
-        for each env of the block) counts once.
-        """
-        errors: list[BaseException] = []
-        seen: set[bytes] = set()  # the error answers read
-        blocked = _sigmask(signal.SIG_BLOCK, _SIGNALS)
-        try:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return True
-            partial = self._pool_partial[w]
-            data = partial + chunk if partial else chunk
-            pos, end = 0, len(data)
-            while end - pos >= 4:
-                (size,) = _LENGTH.unpack_from(data, pos)
-                head = 4
-                if size == -1:  # a long frame: an 8-byte length follows
-                    if end - pos < 12:
-                        break
-                    (size,) = _LONG_LENGTH.unpack_from(data, pos + 4)
-                    head = 12
-                if end - pos - head < size:
-                    break
-                start = pos + head
-                pos = start + size
-                if not size:
-                    self._pool_complete(w, None)
-                    continue
-                self._pool_take(w, data[start:pos], errors, seen, error_of)
-            self._pool_partial[w] = data[pos:]
-        finally:
-            _sigmask(signal.SIG_SETMASK, blocked)
-        if errors:
-            raise _EnvFailed(*errors)
-        return False
-
-    def _pool_take(self, w: int, frame: bytes, errors: list[BaseException], seen: set[bytes], error_of: Any) -> None:
-        """Record one answer of worker w (the next env of its flight): its result, or its
-        error appended to ``errors`` (``seen``: the error answers read in this go, so that a
-        whole block's error, one answer per env of an engine step, counts once)."""
-        status, payload = decode(frame)
-        if status == "ok":
-            self._pool_complete(w, payload)
-            return
-        self._pool_fail(w)
-        if frame not in seen:
-            seen.add(frame)
-            errors.append(error_of(*payload))
-
     def _pool_fail(self, w: int) -> None:
         """The next env of worker w's flight raised: it leaves the pool until reset() (the
         backend raises its error, as `_EnvFailed`, once it has read its answers)."""
@@ -536,13 +472,3 @@ class AsyncPool:
     def _pool_settle(self, envs: list[int]) -> None:
         """Leaving the pool (a synchronous call): reset ``envs``, whose worker was replaced
         and which were not stepped since (their first step would have restarted them)."""
-
-
-class _EnvFailed(Exception):
-    """Raised by a backend's `AsyncPool._pool_answer` once envs' errors are recorded
-    (one or more, in the order read; the pool raises each from its own ``recv()``)."""
-
-    def __init__(self, error: BaseException, *more: BaseException):
-        super().__init__(str(error))
-        self.error = error
-        self.errors = [error, *more]

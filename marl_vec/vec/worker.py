@@ -38,7 +38,7 @@ import struct
 import time
 import traceback
 from array import array
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -384,30 +384,48 @@ def handle(data: bytes, send: Any, group: Any, start: int, objects: bool) -> boo
 
 
 def pool_step(send: Any, group: Any, start: int, local_ids: Sequence[int], objects: bool = False) -> None:
-    """Step ``local_ids`` one by one, answering after each env (its rows are written by then).
+    """Step ``local_ids`` (`pool_outcomes`), answering after each env (its rows are written by then).
 
     An env's error is its answer; the other envs still step. A group that steps only
-    whole blocks (a native engine) is sent its whole block, and answers once per env after it.
+    whole blocks (a native engine) is sent its whole block, and answers once per env after
+    it, in one write (its error: the same answer for each env, which the pool counts once).
     ``objects``: the batch has object leaves; each answer is an `ObjectReply` with
     the env's rows of them.
+    """
+    for together, outcomes in pool_outcomes(group, local_ids):
+        replies = [encode_error(outcome, None if together else start + j) if isinstance(outcome, Exception)
+                   else _env_reply(group, j, outcome, objects) for j, outcome in outcomes]
+        if together:
+            _send_together(send, replies)
+        else:
+            send(replies[0])
+
+
+def pool_outcomes(group: Any, local_ids: Sequence[int], step_block: Callable[[], list] | None = None,
+                  ) -> Iterator[tuple[bool, list[tuple[int, Any]]]]:
+    """The async pool's step of ``group``'s envs ``local_ids``, as each finishes: ``(together,
+    [(j, info or None, or the exception env j raised), ...])``, one env at a time, or the whole
+    block at once (``together``) where the group steps only whole blocks (a native engine:
+    ``step_block()``, the group's step by default; a block's error is every env's outcome).
+
+    The one logic of a pool step, wherever the group lives: a worker process, this process's
+    block (``step_in_main``) and DummyVecEnv (whose device engine's step is ``step_block``).
     """
     if group.steps_single_envs or group.unstarted:  # a replaced engine block: restarts need no engine step
         step_env = group.step_env
         for j in local_ids:
             try:
-                info = step_env(j)
+                outcome: Any = step_env(j) or None
             except Exception as exc:
-                send(encode_error(exc, start + j))
-                continue
-            send(_env_reply(group, j, info or None, objects))
+                outcome = exc
+            yield False, [(j, outcome)]
         return
     try:
-        infos = group.step()
+        infos = (group.step if step_block is None else step_block)()
     except Exception as exc:
-        error = encode_error(exc)
-        _send_together(send, [error] * len(local_ids))
+        yield True, [(j, exc) for j in local_ids]
         return
-    _send_together(send, [_env_reply(group, j, infos[j] or None, objects) for j in local_ids])
+    yield True, [(j, infos[j] or None) for j in local_ids]
 
 
 def _env_reply(group: Any, j: int, info: dict | None, objects: bool) -> bytes:

@@ -6,7 +6,10 @@ mode a block refuses (``next_step``, ``one_episode``, ``fast``) and checks the
 ``ValueError`` that names it and the allowed ones. Rules: ``reset(seed, env_ids)``, full and
 partial (partial reseeds: a seed for some envs only), ids as a list, tuple, array, int or
 boolean mask; ``step`` (under ``disabled``, a step while an env is finished raises
-``EnvFinishedError`` naming the first such env, and no env is stepped). After each call every row equals a plain :class:`Walk`
+``EnvFinishedError`` naming the first such env, and no env is stepped); a pool round,
+``send``/``recv`` of every env (sent in a drawn order, in one or two calls: a block waits
+for all its envs), rows checked in the order ``recv`` returns them (``disabled``: a
+finished env is refused with ``PoolNotReadyError``). After each call every row equals a plain :class:`Walk`
 per env with the same seeds and actions: obs, rewards, flags, ``done``, ``final_obs`` and
 the episode summary.
 """
@@ -23,6 +26,7 @@ from hypothesis.extra.numpy import arrays
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import marl_vec as mv
+from marl_vec.core.errors import PoolNotReadyError
 from marl_vec.core.group import EnvFinishedError
 from tests.fuzz.block_env import A, N_ACTIONS, Walk, walk
 from tests.fuzz.machine import FORMS, ids_in, tracked
@@ -109,6 +113,8 @@ class BlockMachine(RuleBasedStateMachine):
         super().__init__()
         self.venv: Any = None
         self.ok = True
+        self.owed = False  # the pool's envs were returned by recv() and not sent yet
+        self.dropped = False  # a refused step() dropped the pool's round (disabled: an env finished)
 
     @initialize(data=st.data(), refused=st.sampled_from(["next_step", "one_episode", "fast"]))
     @tracked
@@ -131,25 +137,28 @@ class BlockMachine(RuleBasedStateMachine):
         if self.venv is not None and not self.ok:
             self.cache.drop(self.cfg)
 
-    def _check(self, r: Any, what: str, stepped: bool) -> None:
-        for i, o in enumerate(self.oracles):
-            at = f"{what}: env {i}"
-            _eq(r.obs[i], o.obs, f"{at} obs")
-            _eq(r.reward[i], o.reward, f"{at} reward")
-            _eq(r.terminated[i], o.terminated, f"{at} terminated")
-            _eq(r.truncated[i], o.truncated, f"{at} truncated")
-            assert bool(r.done[i]) == o.done, f"{at} done {bool(r.done[i])} != {o.done}"
+    def _check(self, r: Any, what: str, stepped: bool, ids: Any = None) -> None:
+        """Every row of ``r`` against its env's oracle (row k is env ``ids[k]``; None: env k)."""
+        envs = range(self.n) if ids is None else [int(i) for i in ids]
+        for k, i in enumerate(envs):
+            o, at = self.oracles[i], f"{what}: env {i} (row {k})"
+            _eq(r.obs[k], o.obs, f"{at} obs")
+            _eq(r.reward[k], o.reward, f"{at} reward")
+            _eq(r.terminated[k], o.terminated, f"{at} terminated")
+            _eq(r.truncated[k], o.truncated, f"{at} truncated")
+            assert bool(r.done[k]) == o.done, f"{at} done {bool(r.done[k])} != {o.done}"
             if o.done and o.same_step:
-                _eq(r.final_obs[i], o.final_obs, f"{at} final_obs")
-            summary = r.infos[i].get("episode")
+                _eq(r.final_obs[k], o.final_obs, f"{at} final_obs")
+            summary = r.infos[k].get("episode")
             if stepped and o.summary is not None:
-                assert summary is not None, f"{at}: no summary {r.infos[i]}"
+                assert summary is not None, f"{at}: no summary {r.infos[k]}"
                 _eq(summary["agent_returns"], o.summary["agent_returns"], f"{at} agent_returns")
                 assert summary["length"] == o.summary["length"], f"{at} summary {summary} != {o.summary}"
             else:
                 assert summary is None, f"{at}: a summary {summary} where no episode ended"
 
     def _reset(self, seed: int | None, env_ids: Any, targets: list[int]) -> None:
+        self.owed = self.dropped = False  # the pool starts a new round: every env ready, in env order
         r = self.venv.reset(seed=seed, env_ids=env_ids)
         for i in targets:
             self.oracles[i].reset(seed)
@@ -180,11 +189,48 @@ class BlockMachine(RuleBasedStateMachine):
                 str(err.value)
             for o in self.oracles:
                 o.summary = None
+            self.owed, self.dropped = False, True  # step() dropped the pool's round before it was refused
             return
+        self.owed = self.dropped = False
         r = self.venv.step(actions)
         for i, o in enumerate(self.oracles):
             o.step(actions[i])
         self._check(r, f"step({actions.tolist()})", True)
+
+    @rule(data=st.data())
+    @tracked
+    def pool_round(self, data: st.DataObject) -> None:
+        """send()/recv() of every env (the batch: DummyVecEnv's one block, or a worker's block
+        each): the envs sent in a drawn order, in one send() or two (the first ones wait for
+        the rest of their block), then recv()'s rows, in the order they finished."""
+        venv = self.venv
+        if self.dropped:  # nothing is ready or stepping until a reset() or step() starts a round
+            with pytest.raises(PoolNotReadyError, match=r"no envs are stepping or ready"):
+                venv.recv()
+            return
+        if not self.owed:  # a new round: recv() returns every env's current rows, in env order
+            r = venv.recv()
+            assert r.env_ids.tolist() == list(range(self.n)), r.env_ids
+            for o in self.oracles:
+                o.summary = None
+            self._check(r, "recv() of a new round", False, r.env_ids)
+            self.owed = True
+        order = [int(i) for i in data.draw(st.permutations(range(self.n)), label="send order")]
+        actions = data.draw(arrays(np.int64, (self.n, A), elements=st.integers(0, N_ACTIONS - 1)), label="actions")
+        finished = [i for i in order if self.oracles[i].finished]
+        if finished:  # disabled: a finished env is refused, nothing sent
+            with pytest.raises(PoolNotReadyError, match=r"finished their episode and autoreset='disabled'"):
+                venv.send(actions[order], order)
+            return
+        cut = data.draw(st.integers(0, self.n - 1), label="first send") if self.n > 1 else 0
+        for part in (order[:cut], order[cut:]):
+            if part:
+                venv.send(actions[part], part)
+        r = venv.recv()
+        assert sorted(r.env_ids.tolist()) == list(range(self.n)), r.env_ids
+        for i, o in enumerate(self.oracles):
+            o.step(actions[i])
+        self._check(r, f"send({actions[order].tolist()}, {order}) then recv()", True, r.env_ids)
 
 
 def block_test(cache: BlockCache, max_examples: int | None = None) -> type:

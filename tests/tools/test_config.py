@@ -64,6 +64,19 @@ def test_backend_options_on_the_wrong_backend_fail():
         mv.make("gym/cartpole", num_workers=2)
 
 
+def test_vec_device_cpu_is_the_host_on_every_backend():
+    # cpu is where the process backends keep their numpy results: they take it (issue 49 item 7).
+    for backend in ("subproc", "dummy"):
+        with mv.make("gym/cartpole", num_envs=2, backend=backend, num_workers=None if backend == "dummy" else 1,
+                     device="cpu") as venv:
+            assert venv.reset().obs.shape == (2, 1, 4)
+    for device in ("cpu:0", None):
+        with mv.make("gym/cartpole", num_envs=2, backend="subproc", num_workers=1, device=device) as venv:
+            venv.reset()
+    with pytest.raises(ConfigError, match=r"vec.array_backend='numpy' / vec.device='cuda:0' apply to the dummy backend"):
+        mv.make("gym/cartpole", num_envs=2, backend="subproc", device="cuda:0")
+
+
 def test_bad_env_id_fails_naming_it():
     """The package imports, the module does not: a typo, not a missing extra (the CLI's view: test_cli_errors.py)."""
     with pytest.raises(ValueError, match=r"^no env 'mpe2.simple_sprd_v3' in mpe2; close matches: mpe2.simple_spread_v3"):

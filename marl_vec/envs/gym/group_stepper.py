@@ -60,7 +60,9 @@ class _GymGroupStepper(GroupStepper):
         self._touched = [False]
         for adapter in gyms:
             adapter._touched = self._touched
-        self._kinds_missing = any(adapter._reward_kind is None for adapter in gyms)
+        # How many envs have no reward kind yet: each is recorded once, at its first step, so the
+        # first round (one env per step, the async pool's) costs one look per env, not per env pair.
+        self._kinds_missing = sum(adapter._reward_kind is None for adapter in gyms)
         self._look_again()
 
     def _look_again(self) -> None:
@@ -116,14 +118,18 @@ class _GymGroupStepper(GroupStepper):
                 adapter._reset_below = (chain.raw.reset, chain.limit)
 
     def _record_reward_kinds(self, first: int, stop: int, infos: list[dict[str, Any]]) -> None:
-        """Each env's reward kind (GymAdapter.step's), from the rewards of its first step."""
+        """Each env's reward kind (GymAdapter.step's), from the rewards of its first step. Only
+        envs first..stop-1 are looked at: once the whole group has stepped (or a kind was set
+        outside, by ``GymAdapter.step``: the count is then exact after the next whole step), none is."""
+        missing = self._kinds_missing
         for j in range(first, stop):
             adapter = self._gyms[j]
             if adapter._reward_kind is None:
                 adapter._reward_kind = reward_kind(self._rewards[j])
+                missing -= 1
                 if adapter._report_kind:
                     infos[j] = {**infos[j], REWARD_KIND_ATTR: adapter._reward_kind}
-        self._kinds_missing = any(adapter._reward_kind is None for adapter in self._gyms)
+        self._kinds_missing = 0 if first == 0 and stop == len(self._gyms) else max(missing, 0)
 
     def _step_loop(self, first: int, stop: int, infos: list[dict[str, Any]], env_steps: list[Any]) -> None:
         """Step envs first..stop-1 with ``env_steps`` (the chains' or the raw envs' steps)."""

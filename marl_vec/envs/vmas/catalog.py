@@ -129,6 +129,8 @@ def parse_device(value: Any, check: bool = True) -> str:
     """
     import torch
 
+    from marl_vec.core.devices import torch_device
+
     try:
         device = torch.device(value)
     except (RuntimeError, TypeError) as exc:
@@ -139,6 +141,7 @@ def parse_device(value: Any, check: bool = True) -> str:
             there = ", ".join(["cpu"] + [f"cuda:{i}" for i in range(count)])
             raise ValueError(f"VMAS device={value!r}: torch {torch.__version__} has "
                              f"{'no CUDA' if count == 0 else f'{count} CUDA device(s)'} here; available: {there}")
+        device = torch_device(device)  # "cuda" as "cuda:<current>": the device VMAS's tensors report
     return str(device)
 
 

@@ -52,7 +52,9 @@ class LocalHost:
     def __init__(self, env_fns: list[Callable[[], Any]], start: int, num_envs: int, autoreset: str,
                  env_seed: int | None, restart_on_error: int):
         self._answers: deque[bytes] = deque()
-        self._ready_r, self._ready_w = os.pipe()  # one byte per queued answer: readable = answered
+        # One byte while answers are queued (readable = answered), not one per answer: a pool step of
+        # more envs than a pipe holds bytes (64 KiB on Linux) would block on its own unread answers.
+        self._ready_r, self._ready_w = os.pipe()
         self._never_r, self._never_w = os.pipe()  # the "process sentinel": never ready (it cannot die)
         self._config = (start, num_envs, autoreset, env_seed, restart_on_error)
         self._group: Any = None
@@ -98,8 +100,10 @@ class LocalHost:
     def recv_bytes(self) -> bytes:
         if not self._answers:
             raise EOFError("the main process's block has no answer queued")
-        os.read(self._ready_r, 1)
-        return self._answers.popleft()
+        answer = self._answers.popleft()
+        if not self._answers:  # the last one: the pipe stops being readable
+            os.read(self._ready_r, 1)
+        return answer
 
     def poll(self, timeout: float | None = 0.0) -> bool:
         return bool(self._answers)
@@ -144,13 +148,14 @@ class LocalHost:
 
 
 def _queue(answers: deque[bytes], ready_w: int) -> Callable[[bytes], None]:
-    """The block's ``send``: queue an answer and mark it on the ready pipe. A plain function,
+    """The block's ``send``: queue an answer, the ready pipe marked while any is queued. A plain function,
     not a method: the worker code writes a whole block's pool answers straight to the fd of
     the object a bound ``send`` belongs to (a Connection's), and this block's fd is only
     the read end of its ready pipe."""
     def put(answer: bytes) -> None:
+        if not answers:  # the first one queued: the pipe's one byte (see LocalHost)
+            os.write(ready_w, b"a")
         answers.append(answer)
-        os.write(ready_w, b"a")
 
     return put
 
