@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from marl_vec.envs.extras import require
+from marl_vec.vec.xla_fpu import python_float_mode
 from marl_vec.vec.xla_layout import XlaLayout, XlaResult, expand_actions
 
 __all__ = ["XlaFunctions", "XlaResult", "XlaVmapError", "XlaGradError", "make_xla"]
@@ -153,7 +154,8 @@ class _Bridge:
     def _guard(self, fn: Callable[..., list[np.ndarray]]) -> Callable[..., list[np.ndarray]]:
         def call(*args: Any) -> list[np.ndarray]:
             try:
-                return fn(*args)
+                with python_float_mode():  # the env computes as it does from Python (see xla_fpu)
+                    return fn(*args)
             except BaseException as exc:  # kept for errors(); XLA then aborts the computation
                 with self.lock:
                     self.error = exc
