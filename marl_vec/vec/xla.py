@@ -64,12 +64,14 @@ from marl_vec.envs.extras import require
 from marl_vec.vec.xla_fpu import python_float_mode
 from marl_vec.vec.xla_layout import XlaLayout, XlaResult, expand_actions
 
-__all__ = ["XlaFunctions", "XlaResult", "XlaVmapError", "XlaGradError", "make_xla"]
+__all__ = ["XlaFunctions", "XlaResult", "XlaVmapError", "XlaGradError", "make_xla", "xla_errors"]
 
 _ids = itertools.count(1)
 # The env errors a bridge raised lately: JAX logs each failed callback with its traceback,
 # and then raises it again in its JaxRuntimeError; _Quiet drops that log record for ours.
 _raised: deque[int] = deque(maxlen=64)
+_last: list[BaseException | None] = [None]  # the latest error a host call raised (xla_errors)
+_LOCK = threading.Lock()
 
 
 class _Quiet(logging.Filter):
@@ -140,8 +142,6 @@ class _Bridge:
         self.key = next(_ids) % (2 ** 31)
         self.layout = XlaLayout(venv.buffers, single_agent, venv.autoreset.keeps_final)
         self.name = type(venv).__name__
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()
 
     # -- host callbacks (numpy in, numpy out) -------------------------------------
 
@@ -157,9 +157,9 @@ class _Bridge:
                 with python_float_mode():  # the env computes as it does from Python (see xla_fpu)
                     return fn(*args)
             except BaseException as exc:  # kept for errors(); XLA then aborts the computation
-                with self.lock:
-                    self.error = exc
+                with _LOCK:
                     _raised.append(id(exc))
+                    _last[0] = exc
                 raise
         return call
 
@@ -229,23 +229,27 @@ class _Bridge:
 
         fns = XlaFunctions(handle, recv, send, step)
         fns.reset = reset
-        fns.errors = self.errors
+        fns.errors = xla_errors
         return fns
 
-    @contextlib.contextmanager
-    def errors(self) -> Iterator[None]:
-        """Raise an env's own error (not JAX's wrapper) when a call of this batch fails inside jit."""
-        jax = _jax()
-        with self.lock:
-            self.error = None
-        try:
-            yield
-        except jax.errors.JaxRuntimeError as exc:
-            with self.lock:
-                error, self.error = self.error, None
-            if error is None:
-                raise
-            raise error.with_traceback(None) from exc
+
+@contextlib.contextmanager
+def xla_errors() -> Iterator[None]:
+    """Raise an env's own error (not JAX's wrapper) when a host call of any batch fails inside jit.
+
+    ``fns.errors()`` is this. The env's exception is raised again, from the JaxRuntimeError.
+    """
+    jax = _jax()
+    with _LOCK:
+        _last[0] = None
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as exc:
+        with _LOCK:
+            error, _last[0] = _last[0], None
+        if error is None:
+            raise
+        raise error.with_traceback(None) from exc
 
 
 def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], what: str) -> Callable[..., Any]:

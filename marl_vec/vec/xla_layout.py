@@ -43,7 +43,7 @@ class XlaResult(NamedTuple):
     The fields of [`StepResult`][marl_vec.vec.results.StepResult] with the same
     shapes (agent axis dropped for single-agent batches), less ``infos``; plus
     ``episode_return`` (E,) float32 and ``episode_length`` (E,) int32, the ended
-    episode's team return and length where ``done`` (zeros elsewhere), and ``env_ids``
+    episode's team return and length where an episode ended at this step (zeros elsewhere), and ``env_ids``
     (the rows' envs; ``recv`` only).
     """
 

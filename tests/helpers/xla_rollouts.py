@@ -84,8 +84,9 @@ def expected_field(result: Any, name: str, single: bool) -> Any:
     if name in ("episode_return", "episode_length"):
         key = "return" if name == "episode_return" else "length"
         out = np.zeros(len(result.done), np.float32 if key == "return" else np.int32)
-        for i in np.flatnonzero(result.done):
-            out[i] = result.infos[i]["episode"][key]
+        for i in np.flatnonzero(result.done):  # (one_episode repeats done with no new episode: zero)
+            if "episode" in result.infos[i]:
+                out[i] = result.infos[i]["episode"][key]
         return out
     value = getattr(result, name)
     if value is None:
