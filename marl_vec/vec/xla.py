@@ -113,13 +113,16 @@ def _jax() -> Any:
     return require("jax", "jax", "VecEnv.xla()")
 
 
-def make_xla(venv: Any, single_agent: bool | None = None) -> XlaFunctions:
+def make_xla(venv: Any, single_agent: bool | None = None, host_call: str = "auto") -> XlaFunctions:
     """The XLA functions of ``venv`` (see the module docstring); ``venv.xla()`` calls this.
 
     Args:
         venv: any [`VecEnv`][marl_vec.vec.base.VecEnv]; reset it before the first ``step``.
         single_agent: EnvPool's single-agent shapes, without the agent axis (actions
             ``(E, ...)``, obs ``(E, ...)``, reward ``(E,)``). Default: the batch has one agent.
+        host_call: how XLA calls the host: ``buffer`` (``jax.experimental.buffer_callback``,
+            results written into XLA's buffers), ``io_callback`` (``io_callback(ordered=True)``),
+            or ``auto``: ``buffer`` where this JAX has it.
     """
     jax = _jax()
     from marl_vec.vec.pool import AsyncPool
@@ -129,7 +132,15 @@ def make_xla(venv: Any, single_agent: bool | None = None) -> XlaFunctions:
     elif single_agent and venv.spec.n_agents != 1:
         raise ValueError(f"single_agent=True needs a batch of one agent; this one has {venv.spec.n_agents}")
     logging.getLogger("jax._src.callback").addFilter(_QUIET)  # a filter is added once
-    bridge = _Bridge(venv, bool(single_agent), isinstance(venv, AsyncPool))
+    if host_call not in ("auto", "buffer", "io_callback"):
+        raise ValueError(f"host_call must be 'auto', 'buffer' or 'io_callback', got {host_call!r}")
+    if host_call == "auto":
+        try:
+            from jax.experimental import buffer_callback  # noqa: F401  (jax >= 0.7)
+            host_call = "buffer"
+        except ImportError:
+            host_call = "io_callback"
+    bridge = _Bridge(venv, bool(single_agent), isinstance(venv, AsyncPool), host_call)
     handle = jax.numpy.asarray(np.array([bridge.key, 0], np.int32))
     return bridge.functions(handle)
 
@@ -137,8 +148,8 @@ def make_xla(venv: Any, single_agent: bool | None = None) -> XlaFunctions:
 class _Bridge:
     """The host side of one batch's XLA functions: the callbacks and their layouts."""
 
-    def __init__(self, venv: Any, single_agent: bool, pooled: bool):
-        self.venv, self.single_agent, self.pooled = venv, single_agent, pooled
+    def __init__(self, venv: Any, single_agent: bool, pooled: bool, mechanism: str):
+        self.venv, self.single_agent, self.pooled, self.mechanism = venv, single_agent, pooled, mechanism
         self.key = next(_ids) % (2 ** 31)
         self.layout = XlaLayout(venv.buffers, single_agent, venv.autoreset.keeps_final)
         self.name = type(venv).__name__
@@ -146,6 +157,7 @@ class _Bridge:
     # -- host callbacks (numpy in, numpy out) -------------------------------------
 
     def _checked(self, handle: np.ndarray) -> np.ndarray:
+        handle = np.asarray(handle)  # (io_callback hands in device arrays, whose indexing dispatches)
         if int(handle[0]) != self.key:
             raise ValueError(f"this handle belongs to another batch (key {int(handle[0])}, this {self.name}'s is "
                              f"{self.key}); use the handle its own xla() returned")
@@ -201,10 +213,10 @@ class _Bridge:
         rows = self.venv.batch_size if self.pooled else self.venv.num_envs
         part, build_part = self.layout.shapes(rows, env_ids=True)
         what = f"{self.name}.xla()"
-        step_call = _host_call(self._guard(self.host_step), [handle_struct, *full], what + " step")
-        reset_call = _host_call(self._guard(self.host_reset), [handle_struct, *full], what + " reset")
-        send_call = _host_call(self._guard(self.host_send), [handle_struct], what + " send")
-        recv_call = _host_call(self._guard(self.host_recv), [handle_struct, *part], what + " recv")
+        step_call = _host_call(self._guard(self.host_step), [handle_struct, *full], what + " step", self.mechanism)
+        reset_call = _host_call(self._guard(self.host_reset), [handle_struct, *full], what + " reset", self.mechanism)
+        send_call = _host_call(self._guard(self.host_send), [handle_struct], what + " send", self.mechanism)
+        recv_call = _host_call(self._guard(self.host_recv), [handle_struct, *part], what + " recv", self.mechanism)
 
         def recv(handle: Any) -> tuple[Any, XlaResult]:
             """The next batch of results: ``(handle, XlaResult)`` with ``env_ids``."""
@@ -252,15 +264,37 @@ def xla_errors() -> Iterator[None]:
         raise error.with_traceback(None) from exc
 
 
-def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], what: str) -> Callable[..., Any]:
-    """``callback`` as an ordered ``io_callback`` that refuses ``vmap`` and differentiation."""
+def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], what: str,
+               mechanism: str) -> Callable[..., Any]:
+    """``callback`` as one host call that refuses ``vmap`` and differentiation.
+
+    ``buffer``: ``jax.experimental.buffer_callback`` with a side effect; the callback
+    writes its results straight into XLA's output buffers (one copy), and its inputs
+    arrive as views (no device_put); the handle, an input and an output of every call,
+    orders the calls. ``io_callback``: ``io_callback(ordered=True)``, which also puts the
+    inputs on a device and copies the outputs once more (measured: slower).
+    """
     jax = _jax()
     from jax.custom_batching import custom_vmap
-    from jax.experimental import io_callback
+
+    if mechanism == "buffer":
+        from jax.experimental.buffer_callback import buffer_callback
+
+        def in_place(ctx: Any, out: Any, *args: Any) -> None:
+            results = callback(*jax.tree_util.tree_map(np.asarray, args))
+            for buffer, value in zip(out, results):
+                np.asarray(buffer)[...] = value
+
+        host = buffer_callback(in_place, tuple(structs), has_side_effect=True)
+    else:
+        from jax.experimental import io_callback
+
+        def host(*args: Any) -> Any:
+            return io_callback(callback, tuple(structs), *args, ordered=True)
 
     @custom_vmap
     def call(*args: Any) -> Any:
-        return io_callback(callback, tuple(structs), *args, ordered=True)
+        return host(*args)
 
     @call.def_vmap
     def _refuse_vmap(axis_size: int, in_batched: Any, *args: Any) -> Any:
