@@ -125,8 +125,6 @@ def make_xla(venv: Any, single_agent: bool | None = None, host_call: str = "auto
             or ``auto``: ``buffer`` where this JAX has it.
     """
     jax = _jax()
-    from marl_vec.vec.pool import AsyncPool
-
     if single_agent is None:
         single_agent = venv.spec.n_agents == 1
     elif single_agent and venv.spec.n_agents != 1:
@@ -140,7 +138,7 @@ def make_xla(venv: Any, single_agent: bool | None = None, host_call: str = "auto
             host_call = "buffer"
         except ImportError:
             host_call = "io_callback"
-    bridge = _Bridge(venv, bool(single_agent), isinstance(venv, AsyncPool), host_call)
+    bridge = _Bridge(venv, bool(single_agent), _has_pool(venv), host_call)
     handle = jax.numpy.asarray(np.array([bridge.key, 0], np.int32))
     return bridge.functions(handle)
 
@@ -220,22 +218,26 @@ class _Bridge:
 
         def recv(handle: Any) -> tuple[Any, XlaResult]:
             """The next batch of results: ``(handle, XlaResult)`` with ``env_ids``."""
+            _refuse_mapped(what + " recv")
             out = recv_call(handle)
             return out[0], build_part(list(out[1:]))
 
         def send(handle: Any, actions: Any, env_ids: Any = None) -> Any:
             """Send ``actions`` (a row per env of ``env_ids``; all envs when None); returns the handle."""
+            _refuse_mapped(what + " send")
             return send_call(handle, actions, env_ids)[0]
 
         def step(handle: Any, actions: Any, env_ids: Any = None) -> tuple[Any, XlaResult]:
             """Step every env (``venv.step``), or with ``env_ids`` ``recv(send(...))``."""
             if env_ids is not None:
                 return recv(send(handle, actions, env_ids))
+            _refuse_mapped(what + " step")
             out = step_call(handle, actions)
             return out[0], build_full(list(out[1:]))
 
         def reset(handle: Any, env_ids: Any = None) -> tuple[Any, XlaResult]:
             """Reset every env, or those where the ``(E,)`` bool mask ``env_ids`` is True."""
+            _refuse_mapped(what + " reset")
             out = reset_call(handle, env_ids)
             return out[0], build_full(list(out[1:]))
 
@@ -262,6 +264,31 @@ def xla_errors() -> Iterator[None]:
         if error is None:
             raise
         raise error.with_traceback(None) from exc
+
+
+def _has_pool(venv: Any) -> bool:
+    """Whether ``venv`` has the async pool (`marl_vec.vec.pool.AsyncPool`, every backend here);
+    asked by its calls, since importing the pool here would close an import cycle through base."""
+    return callable(getattr(venv, "recv", None)) and callable(getattr(venv, "send", None)) \
+        and hasattr(venv, "batch_size")
+
+
+def _refuse_mapped(what: str) -> None:
+    """Refuse a call traced under ``pmap``/``shard_map`` over several devices: each device
+    would step the one batch, and the batch would take a step per device."""
+    try:
+        from jax._src import core  # the axis env is not public; without it, nothing is checked
+
+        sizes = dict(core.get_axis_env().axis_sizes)
+    except (ImportError, AttributeError):
+        return
+    mapped = {str(name): size for name, size in sizes.items() if size > 1}
+    if mapped:
+        axes = ", ".join(f"{'pmap' if name == '_internal_pmap_axis_name' else name}: {size}"
+                         for name, size in mapped.items())
+        raise XlaVmapError(f"{what} cannot run under pmap or shard_map over several devices ({axes}): every "
+                           f"device would step the same batch of host envs. Call it outside the mapped "
+                           f"function (one batch per handle), or give each device a batch of its own")
 
 
 def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], what: str,

@@ -121,3 +121,36 @@ def test_ctrl_c_stops_a_jitted_rollout():
         assert 1 <= len(seen[0]) <= 12  # stopped after ~5 steps of 0.2 s, not 200
         r = venv.step(np.ones((2, 1), np.int64))
         assert r.obs.shape == (2, 1, 1)
+
+
+PMAP_PROGRAM = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp
+import marl_vec as mv
+from marl_vec.vec.xla import XlaVmapError
+with mv.make("gym/cartpole", num_envs=2, env_seed=0) as venv:
+    venv.reset()
+    fns = venv.xla()
+    try:
+        jax.pmap(fns.step, in_axes=(None, 0))(fns.handle, jnp.ones((2, 2), jnp.int32))
+    except XlaVmapError as exc:
+        print(exc)
+    # one device: a plain jitted call, on any device
+    h = jax.device_put(fns.handle, jax.devices()[1])
+    print(jax.jit(fns.step)(h, jnp.ones(2, jnp.int32))[1].obs.shape)
+"""
+
+
+def test_pmap_over_several_devices_is_refused():
+    """Each device would step the one batch (it did, twice per step, before the refusal)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", PMAP_PROGRAM], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "DummyVecEnv.xla() step cannot run under pmap or shard_map over several devices (pmap: 2): every device "
+        "would step the same batch of host envs. Call it outside the mapped function (one batch per handle), "
+        "or give each device a batch of its own",
+        "(2, 4)"]
