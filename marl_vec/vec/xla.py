@@ -154,37 +154,42 @@ class _Bridge:
 
     # -- host callbacks (numpy in, numpy out) -------------------------------------
 
-    def _checked(self, handle: np.ndarray) -> np.ndarray:
+    def _checked(self, handle: np.ndarray, outs: list[np.ndarray]) -> None:
+        """Check the handle is this batch's; write the next one (its call count + 1) into ``outs[0]``."""
         handle = np.asarray(handle)  # (io_callback hands in device arrays, whose indexing dispatches)
         if int(handle[0]) != self.key:
             raise ValueError(f"this handle belongs to another batch (key {int(handle[0])}, this {self.name}'s is "
                              f"{self.key}); use the handle its own xla() returned")
-        return np.array([self.key, int(handle[1]) + 1], np.int32)
+        outs[0][0], outs[0][1] = self.key, int(handle[1]) + 1
 
-    def _guard(self, fn: Callable[..., list[np.ndarray]]) -> Callable[..., list[np.ndarray]]:
-        def call(*args: Any) -> list[np.ndarray]:
+    def _guard(self, fn: Callable[..., None]) -> Callable[..., None]:
+        def call(outs: list[np.ndarray], *args: Any) -> None:
             try:
                 with python_float_mode():  # the env computes as it does from Python (see xla_fpu)
-                    return fn(*args)
-            except BaseException as exc:  # kept for errors(); XLA then aborts the computation
+                    fn(outs, *args)
+            except BaseException as exc:  # kept for xla_errors(); XLA then aborts the computation
                 with _LOCK:
                     _raised.append(id(exc))
                     _last[0] = exc
                 raise
         return call
 
-    def host_step(self, handle: np.ndarray, actions: Any) -> list[np.ndarray]:
-        out = self._checked(handle)
-        result = self.venv.step(expand_actions(actions, self.single_agent))
-        return [out, *self.layout.arrays(result)]
+    def host_step(self, outs: list[np.ndarray], handle: np.ndarray, actions: Any) -> None:
+        self._checked(handle, outs)
+        venv = self.venv
+        copy, venv.copy = venv.copy, False  # views of the buffers: write() makes the one copy
+        try:
+            result = venv.step(expand_actions(actions, self.single_agent))
+        finally:
+            venv.copy = copy
+        self.layout.write(result, outs[1:])
 
-    def host_reset(self, handle: np.ndarray, mask: np.ndarray | None) -> list[np.ndarray]:
-        out = self._checked(handle)
-        result = self.venv.reset(env_ids=None if mask is None else np.asarray(mask, bool))
-        return [out, *self.layout.arrays(result)]
+    def host_reset(self, outs: list[np.ndarray], handle: np.ndarray, mask: np.ndarray | None) -> None:
+        self._checked(handle, outs)
+        self.layout.write(self.venv.reset(env_ids=None if mask is None else np.asarray(mask, bool)), outs[1:])
 
-    def host_send(self, handle: np.ndarray, actions: Any, env_ids: np.ndarray | None) -> list[np.ndarray]:
-        out = self._checked(handle)
+    def host_send(self, outs: list[np.ndarray], handle: np.ndarray, actions: Any, env_ids: np.ndarray | None) -> None:
+        self._checked(handle, outs)
         actions = expand_actions(actions, self.single_agent)
         if self.pooled:
             self.venv.send(actions, np.arange(self.venv.num_envs) if env_ids is None else np.asarray(env_ids))
@@ -193,14 +198,14 @@ class _Bridge:
                 raise ValueError(f"{self.name} has no async pool: send() takes env_ids None or "
                                  f"0..{self.venv.num_envs - 1} in order, got {np.asarray(env_ids).tolist()}")
             self.venv.step_async(actions)
-        return [out]
 
-    def host_recv(self, handle: np.ndarray) -> list[np.ndarray]:
-        out = self._checked(handle)
+    def host_recv(self, outs: list[np.ndarray], handle: np.ndarray) -> None:
+        self._checked(handle, outs)
         if self.pooled:
             result = self.venv.recv()
-            return [out, *self.layout.arrays(result, result.env_ids)]
-        return [out, *self.layout.arrays(self.venv.step_wait(), np.arange(self.venv.num_envs))]
+            self.layout.write(result, outs[1:], result.env_ids)
+        else:
+            self.layout.write(self.venv.step_wait(), outs[1:], np.arange(self.venv.num_envs))
 
     # -- the jittable functions ----------------------------------------------------
 
@@ -291,7 +296,7 @@ def _refuse_mapped(what: str) -> None:
                            f"function (one batch per handle), or give each device a batch of its own")
 
 
-def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], what: str,
+def _host_call(callback: Callable[..., None], structs: list[Any], what: str,
                mechanism: str) -> Callable[..., Any]:
     """``callback`` as one host call that refuses ``vmap`` and differentiation.
 
@@ -308,16 +313,19 @@ def _host_call(callback: Callable[..., list[np.ndarray]], structs: list[Any], wh
         from jax.experimental.buffer_callback import buffer_callback
 
         def in_place(ctx: Any, out: Any, *args: Any) -> None:
-            results = callback(*jax.tree_util.tree_map(np.asarray, args))
-            for buffer, value in zip(out, results):
-                np.asarray(buffer)[...] = value
+            callback([np.asarray(buffer) for buffer in out], *jax.tree_util.tree_map(np.asarray, args))
 
         host = buffer_callback(in_place, tuple(structs), has_side_effect=True)
     else:
         from jax.experimental import io_callback
 
+        def returning(*args: Any) -> list[np.ndarray]:
+            outs = [np.empty(struct.shape, struct.dtype) for struct in structs]
+            callback(outs, *args)
+            return outs
+
         def host(*args: Any) -> Any:
-            return io_callback(callback, tuple(structs), *args, ordered=True)
+            return io_callback(returning, tuple(structs), *args, ordered=True)
 
     @custom_vmap
     def call(*args: Any) -> Any:

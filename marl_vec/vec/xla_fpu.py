@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import platform
 import sys
+import threading
 from typing import Iterator
 
 __all__ = ["python_float_mode"]
@@ -43,7 +44,17 @@ def _libm() -> ctypes.CDLL | None:
 
 
 _LIBM = _libm()
+if _LIBM is not None:
+    _LIBM.fegetenv.argtypes = _LIBM.fesetenv.argtypes = [ctypes.c_void_p]
 _OFFSET, _FLUSH = _LAYOUTS.get(platform.machine(), (0, 0))
+_local = threading.local()  # per thread: the two fenv_t buffers, made once (a call costs a few us)
+
+
+def _buffers() -> tuple[ctypes.Array, ctypes.Array]:
+    pair = getattr(_local, "pair", None)
+    if pair is None:  # fenv_t is 32 bytes (x86-64) or 8 (aarch64)
+        pair = _local.pair = (ctypes.create_string_buffer(64), ctypes.create_string_buffer(64))
+    return pair
 
 
 @contextlib.contextmanager
@@ -52,13 +63,13 @@ def python_float_mode() -> Iterator[None]:
     if _LIBM is None:
         yield
         return
-    saved = ctypes.create_string_buffer(64)  # fenv_t is 32 bytes (x86-64) or 8 (aarch64)
+    saved, plain = _buffers()
     _LIBM.fegetenv(saved)
     word = int.from_bytes(saved.raw[_OFFSET:_OFFSET + 4], sys.byteorder)
     if not word & _FLUSH:  # nothing to change (called from Python, not from XLA)
         yield
         return
-    plain = ctypes.create_string_buffer(saved.raw, 64)
+    ctypes.memmove(plain, saved, 64)
     plain[_OFFSET:_OFFSET + 4] = (word & ~_FLUSH).to_bytes(4, sys.byteorder)
     _LIBM.fesetenv(plain)
     try:

@@ -92,6 +92,7 @@ class XlaLayout:
         self.num_envs = int(buffers.done.shape[0])
         # field -> template leaves (None: field absent); trees keep their structure.
         self.fields: dict[str, Any] = {}
+        self._plan: list[tuple[str, bool]] | None = None
         for name in FIELDS:
             if name in ("episode_return", "episode_length"):
                 self.fields[name] = np.zeros(self.num_envs, np.float32 if name == "episode_return" else np.int32)
@@ -144,42 +145,67 @@ class XlaLayout:
 
         return structs, build
 
-    def arrays(self, result: Any, env_ids: np.ndarray | None = None) -> list[np.ndarray]:
-        """The flat leaves of ``result`` (a StepResult) in the order of `shapes`."""
-        import jax
-
-        leaves_of = jax.tree_util.tree_leaves
-        out: list[np.ndarray] = []
-        rows = len(result.done)
-        for name, template in self.fields.items():
+    def write(self, result: Any, outs: list[np.ndarray], env_ids: np.ndarray | None = None) -> None:
+        """Write ``result`` (a StepResult, views or copies) into ``outs``, the flat arrays of
+        `shapes`, one copy per array (narrowed to JAX's dtype on the way). ``final_*`` rows of
+        envs not done become zeros, as ``step()`` with ``copy=True`` gives them."""
+        if self._plan is None:
+            self._plan = self._make_plan(result)
+        done = result.done
+        not_done: Any = None  # which final_* rows to blank: all (no env done), or a mask
+        at = 0
+        for name, is_tree in self._plan:
             if name == "env_ids":
                 if env_ids is not None:
-                    out.append(np.asarray(env_ids, np.int32))
-                continue
-            if template is None:
+                    outs[at][...] = env_ids
+                    at += 1
                 continue
             if name in ("episode_return", "episode_length"):
-                out.append(_episode_field(result, name, rows))
+                _episode_field(result, name, outs[at])
+                at += 1
                 continue
             value = getattr(result, name)
-            for leaf, like in zip(leaves_of(value), leaves_of(template)):
-                leaf = np.asarray(leaf)
-                if self.single_agent and name in _AGENT_AXIS:
-                    leaf = leaf.reshape((rows,) + leaf.shape[2:])
-                out.append(leaf.astype(jax_dtype(like.dtype), copy=False))
-        return out
+            for leaf in (_leaves(value) if is_tree else (value,)):
+                out = outs[at]
+                at += 1
+                np.copyto(out, np.asarray(leaf).reshape(out.shape), casting="unsafe")
+                if name[0] == "f":  # final_*: blank the rows of envs not done
+                    if not_done is None:
+                        not_done = ~np.asarray(done, bool) if done.any() else ...
+                    out[not_done] = 0
+
+    def _make_plan(self, result: Any) -> list[tuple[str, bool]]:
+        """(field, is a tree) in the order of `shapes`, fields the batch lacks left out."""
+        plan = []
+        for name, template in self.fields.items():
+            if name == "env_ids":
+                plan.append((name, False))
+            elif template is not None:
+                plan.append((name, not isinstance(template, np.ndarray)))
+        return plan
+
+    def arrays(self, result: Any, env_ids: np.ndarray | None = None) -> list[np.ndarray]:
+        """The flat leaves of ``result`` (a StepResult) in the order of `shapes`, as new arrays."""
+        outs = [np.empty(s.shape, s.dtype) for s in self.shapes(len(result.done), env_ids is not None)[0]]
+        self.write(result, outs, env_ids)
+        return outs
 
 
-def _episode_field(result: Any, name: str, rows: int) -> np.ndarray:
-    """Team return (float32) or length (int32) of the episodes that ended, by row; zeros elsewhere."""
-    key, dtype = ("return", np.float32) if name == "episode_return" else ("length", np.int32)
-    out = np.zeros(rows, dtype)
+def _leaves(tree: Any) -> list[Any]:
+    import jax
+
+    return jax.tree_util.tree_leaves(tree)
+
+
+def _episode_field(result: Any, name: str, out: np.ndarray) -> None:
+    """Team return or length of the episodes that ended at this step, into ``out``; zeros elsewhere."""
+    key = "return" if name == "episode_return" else "length"
+    out[...] = 0
     infos = result.infos
     for i in np.flatnonzero(result.done).tolist():
         episode = infos[i].get("episode") if i < len(infos) else None
         if episode is not None:
             out[i] = episode[key]
-    return out
 
 
 def expand_actions(actions: Any, single_agent: bool) -> Any:
