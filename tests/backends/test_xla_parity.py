@@ -66,3 +66,17 @@ def test_disabled_mode_resets_inside_jit(family, request):
 def test_modes_on_process_backends(backend, mode, request):
     with make("spread", backend, request, autoreset=mode) as venv:
         assert check(venv, "spread", seed=11, reset_done=mode == "disabled") > 0
+
+
+@pytest.mark.parametrize("engine,mode", [("python", "fast"), ("envpool", "same_step")])
+def test_atari_single_agent_has_envpool_shapes(engine, mode):
+    """Pong (one agent): EnvPool's shapes, obs (E, 4, 84, 84) and reward (E,), the same arrays
+    as from Python; on the python engine in fast mode (snapshots), and on the EnvPool engine."""
+    if engine == "envpool":
+        pytest.importorskip("envpool", reason="the envpool extra is not installed: pip install 'marl_vec[envpool]'")
+    config = {"env": {"family": "atari", "id": "ALE/Pong-v5", "kwargs": {"preprocess": True, "engine": engine}}}
+    with mv.make(config, num_envs=2, env_seed=0, autoreset=mode) as venv:
+        actions, got = scan_rollout(venv, seed=2, steps=12)
+        assert actions.shape == (12, 2)
+        assert got[0][0].obs.shape == (2, 4, 84, 84) and got[0][0].reward.shape == (2,)
+        assert_same(venv, got, replay(venv, seed=2, actions=actions))
