@@ -33,8 +33,8 @@ def make(family: str, backend: str, request: pytest.FixtureRequest, autoreset: s
     return mv.make(CONFIGS[family], num_envs=num_envs, backend=backend, autoreset=autoreset, env_seed=0, **kwargs)
 
 
-def check(venv: mv.VecEnv, family: str, seed: int, reset_done: bool = False) -> int:
-    actions, got = scan_rollout(venv, seed, STEPS[family], reset_done)
+def check(venv: mv.VecEnv, family: str, seed: int, reset_done: bool = False, host_call: str = "auto") -> int:
+    actions, got = scan_rollout(venv, seed, STEPS[family], reset_done, host_call)
     expected = replay(venv, seed, actions, reset_done)
     return assert_same(venv, got, expected)
 
@@ -66,6 +66,13 @@ def test_disabled_mode_resets_inside_jit(family, request):
 def test_modes_on_process_backends(backend, mode, request):
     with make("spread", backend, request, autoreset=mode) as venv:
         assert check(venv, "spread", seed=11, reset_done=mode == "disabled") > 0
+
+
+@pytest.mark.parametrize("family", ["spread", "tictactoe"])
+def test_io_callback_host_call_gives_the_same(family, request):
+    """The fallback host call (``io_callback(ordered=True)``, for JAX without buffer_callback)."""
+    with make(family, "dummy", request, autoreset="disabled") as venv:
+        assert check(venv, family, seed=9, reset_done=True, host_call="io_callback") > 0
 
 
 @pytest.mark.parametrize("engine,mode", [("python", "fast"), ("envpool", "same_step")])

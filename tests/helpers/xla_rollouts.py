@@ -34,14 +34,16 @@ def pick(key: Any, avail: Any) -> Any:
     return jnp.argmax(jnp.where(avail, noise, -1.0), axis=-1).astype(jnp.int32)
 
 
-def scan_rollout(venv: mv.VecEnv, seed: int, steps: int, reset_done: bool = False) -> tuple[np.ndarray, list]:
+def scan_rollout(venv: mv.VecEnv, seed: int, steps: int, reset_done: bool = False,
+                 host_call: str = "auto") -> tuple[np.ndarray, list]:
     """``steps`` steps through ``venv.xla()``'s ``step`` in one jitted ``lax.scan``, after
     ``venv.reset(seed=seed)``; with ``reset_done`` each step is followed by a jitted
-    ``reset(handle, done)`` of the envs that finished (autoreset="disabled").
+    ``reset(handle, done)`` of the envs that finished (autoreset="disabled"); ``host_call``
+    as ``venv.xla`` takes it.
 
     Returns the actions (steps, ...) and the results: per step an `XlaResult` (and the reset's)."""
     first = venv.reset(seed=seed)
-    fns = venv.xla()
+    fns = venv.xla(host_call=host_call)
     single = venv.spec.n_agents == 1
     avail0 = jnp.asarray(first.avail_actions[:, 0] if single else first.avail_actions)
 
