@@ -243,6 +243,15 @@ class VecEnv(ActionWriter, ResultMaker, ABC):
         self.step_async(actions)
         return self.step_wait()
 
+    def xla(self, single_agent: bool | None = None, host_call: str = "auto") -> Any:
+        """EnvPool's XLA interface: ``handle, recv, send, step``, pure functions of a handle
+        that step this batch from inside ``jax.jit``/``lax.scan`` (needs ``marl_vec[jax]``);
+        ``single_agent``: EnvPool's shapes without the agent axis (default: one agent).
+        See `marl_vec.vec.xla`."""
+        from marl_vec.vec.xla import make_xla
+
+        return make_xla(self, single_agent, host_call)
+
     def env_info(self) -> dict[str, Any]:
         """The PyMARL dict: n_agents, obs_shape, state_shape, n_actions, episode_limit."""
         return self.spec.env_info()
