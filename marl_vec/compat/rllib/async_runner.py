@@ -69,6 +69,9 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         self._to_act: list[int] = []  # envs received and not sent since
         self._flying: set[int] = set()  # envs sent (or reset), whose result recv() has not given yet
         self._sent: dict[int, tuple[dict, dict]] = {}  # env -> (actions, extra model outputs) of its step
+        # env -> (obs, infos) of the episode that follows one that ended: RLlib's runner starts it
+        # (add_env_reset, on_episode_start) only when it steps that env again, so this one too.
+        self._pending: dict[int, tuple[dict, dict]] = {}
 
     def _sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None, explore: bool,
                 random_actions: bool = False, force_reset: bool = False) -> list[MultiAgentEpisode]:
@@ -85,20 +88,28 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 return eps >= num_episodes
             return (env_ts if self.config.count_steps_by == "env_steps" else agent_ts) >= num_timesteps
 
+        limit = num_episodes if num_timesteps is None else None
         while not enough():
             if self._to_act:
+                self._start_pending(self._to_act)
                 self._act(self._to_act, explore, random_actions, env_ts)
             r = venv.recv()
-            steps, agents, finished = self._take(r, done_episodes, explore)
+            steps, agents, finished = self._take(r, done_episodes, explore, None if limit is None else limit - eps)
             env_ts += steps
             agent_ts += agents
             eps += finished
-        while self._flying:  # collect the envs in flight: the next sample() starts with new weights
+        # Collect the envs in flight: the next sample() starts with new weights. After
+        # num_episodes, RLlib's runner drops the episodes still going (the next sample()
+        # resets every env): their rows are taken and dropped too, with no callback.
+        while self._flying:
             r = venv.recv(timeout=DRAIN_WAIT_S)
-            steps, agents, finished = self._take(r, done_episodes, explore)
-            env_ts += steps
-            agent_ts += agents
-            eps += finished
+            if limit is None:
+                steps, agents, finished = self._take(r, done_episodes, explore)
+                env_ts += steps
+                agent_ts += agents
+                eps += finished
+            else:
+                self._flying.difference_update(int(i) for i in r.env_ids)
         return self._finish_sample(done_episodes, num_timesteps)
 
     def _reset_envs(self, episodes: list, shared_data: dict, explore: bool) -> None:
@@ -108,12 +119,18 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         self._ongoing_episodes_for_metrics.clear()
         self.env.venv.reset(seed=self._seed if self._needs_initial_reset else None)
         self.env.translator.expect_resets(range(self.num_envs))
-        self._to_act, self._flying, self._sent = [], set(range(self.num_envs)), {}
+        self._to_act, self._flying, self._sent, self._pending = [], set(range(self.num_envs)), {}, {}
 
     # -- one batch in, one batch out ----------------------------------------------------
 
-    def _take(self, r: Any, done_episodes: list[MultiAgentEpisode], explore: bool) -> tuple[int, int, int]:
-        """Add the rows of ``r`` to their episodes; return env steps, agent steps and episodes finished."""
+    def _take(self, r: Any, done_episodes: list[MultiAgentEpisode], explore: bool,
+              limit: int | None = None) -> tuple[int, int, int]:
+        """Add the rows of ``r`` to their episodes; return env steps, agent steps and episodes finished.
+
+        ``limit``: the episodes still wanted (``num_episodes`` sampling); as RLlib's runner, the
+        rows after the one that finishes the last of them are dropped (every env resets at the
+        next ``sample()``).
+        """
         ids = [int(i) for i in r.env_ids]
         self._flying.difference_update(ids)
         steps, resets = self.env.translator.step_rows_same_step(r, ids)
@@ -122,6 +139,8 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         agent_steps: Counter[str] = Counter()
         module_steps: Counter[str] = Counter()
         for i, (obs, rewards, terminateds, truncateds, infos), reset in zip(ids, steps, resets):
+            if limit is not None and finished >= limit:
+                break
             episode = self._ongoing_episodes[i]
             if not episode.is_reset:
                 episode.add_env_reset(observations=obs, infos=infos)
@@ -142,9 +161,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 done_episodes.append(episode)
                 just_done.append(episode)
                 self._new_episode(i, self._ongoing_episodes)
-                new_obs, new_infos = reset
-                self._ongoing_episodes[i].add_env_reset(observations=new_obs, infos=new_infos)
-                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+                self._pending[i] = reset
         self._to_act.extend(ids)
         self._log_sampled(env_ts, finished, agent_steps, module_steps)
         if just_done and self.module is not None:
@@ -173,10 +190,26 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
             log((NUM_MODULE_STEPS_SAMPLED, module), n, reduce="sum")
             log((NUM_MODULE_STEPS_SAMPLED_LIFETIME, module), n, reduce="lifetime_sum")
 
+    def _start_pending(self, ids: list[int]) -> None:
+        """Start the episodes of ``ids`` that follow ended ones, as RLlib's runner does at the
+        step after an end: the reset's observations, then ``on_episode_start``."""
+        for i in ids:
+            reset = self._pending.pop(i, None)
+            if reset is not None:
+                obs, infos = reset
+                self._ongoing_episodes[i].add_env_reset(observations=obs, infos=infos)
+                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+
     def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
         """Compute the actions of envs ``ids`` and send them."""
         episodes = [self._ongoing_episodes[i] for i in ids]
         if random_actions:
+            if self.module is not None:
+                # As RLlib's runner: the env-to-module connectors see every observation also
+                # while acting at random (stateful ones, e.g. observation filters, learn from it).
+                self._env_to_module(episodes=episodes, batch={}, explore=explore, rl_module=self.module,
+                                    shared_data=self._shared_data, metrics=self.metrics,
+                                    metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
             spaces = self.env.single_action_spaces
             to_env: dict[str, Any] = {Columns.ACTIONS: [{a: spaces[a].sample() for a in ep.get_agents_to_act()}
                                                         for ep in episodes]}
