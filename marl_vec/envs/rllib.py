@@ -18,9 +18,11 @@ that handles PettingZoo's (`marl_vec.envs.pettingzoo.parallel`):
 - The agents alive after a reset or step are those in the observation dict that were
   not flagged done. With ``"__all__"`` every agent is out: one never flagged is
   truncated (the env cut it off).
-- Simultaneous moves only: every live agent observes at every step. An env that leaves
-  a live agent out of the observation dict (turn-based, RLlib's ``PettingZooEnv``) is
-  refused at that step with a message; use the PettingZoo env itself (an AEC env).
+- Simultaneous moves only: every live agent observes at every step, and rewards go to
+  the agents that acted. An env that leaves a live agent out of the observation dict
+  (turn-based, RLlib's ``PettingZooEnv``), or rewards an agent that did not act, is
+  refused at that step with a message; for a turn-based PettingZoo game give marl_vec
+  the AEC env itself.
 
 Ray is imported only when an RLlib env is met (the registry looks for it in
 ``sys.modules`` first), and a missing ray names the ``rllib`` extra.
@@ -93,6 +95,11 @@ class ParallelView:
         terms, truncs = dict(terms), dict(truncs)
         ended = bool(terms.pop(ALL, False)) | bool(truncs.pop(ALL, False))
         infos = {agent: info for agent, info in (infos or {}).items() if agent != ALL}
+        unpaid = [a for a in rewards if a not in before and rewards[a]]
+        if unpaid:
+            # RLlib keeps such a reward for the agent's next step; a row has no place for it.
+            raise ValueError(f"{type(self.env).__name__}: rewards {({a: rewards[a] for a in unpaid})} for agents "
+                             "that did not act at this step; marl_vec takes rewards of the agents that acted only")
         if ended:
             self.agents = []
         else:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from functools import partial
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -33,7 +34,9 @@ from pettingzoo.classic import connect_four_v3  # noqa: E402
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner  # noqa: E402
 from ray.rllib.env.vector.sync_vector_multi_agent_env import SyncVectorMultiAgentEnv  # noqa: E402
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv  # noqa: E402
+from ray.rllib.env.multi_agent_env import MultiAgentEnv  # noqa: E402
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole  # noqa: E402
+from ray.rllib.examples.envs.classes.multi_agent.guess_the_number_game import GuessTheNumberGame  # noqa: E402
 
 from marl_vec.compat.rllib import MarlVecAsyncEnvRunner, MarlVecEnvRunner, MarlVecMultiAgentEnv  # noqa: E402
 from marl_vec.envs.rllib import RLlibAdapter  # noqa: E402
@@ -161,13 +164,30 @@ def test_without_ray_the_adapter_names_the_rllib_extra():
     assert "RLlib's MultiAgentEnv" in out.stdout and "pip install 'marl_vec[rllib]'" in out.stdout
 
 
+class CoachEnv(MultiAgentEnv):
+    """A user's RLlib env whose coach never acts and is paid for the players' steps."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.possible_agents = ["player", "coach"]
+        self.agents = list(self.possible_agents)
+        self.observation_spaces = dict.fromkeys(self.possible_agents, gym.spaces.Box(0, 1, (1,), np.float32))
+        self.action_spaces = dict.fromkeys(self.possible_agents, gym.spaces.Discrete(2))
+
+    def reset(self, *, seed=None, options=None):
+        return {"player": np.zeros(1, np.float32)}, {}
+
+    def step(self, action_dict):
+        return ({"player": np.zeros(1, np.float32)}, {"player": 1.0, "coach": 0.5}, {"__all__": False},
+                {"__all__": False}, {})
+
+
 def test_errors():
     with pytest.raises(ValueError, match="with_batch\\(\\) takes the batch's options"):
         MarlVecEnvRunner.with_batch(env_fn=CARTPOLE)
     with pytest.raises(ValueError, match="'backnd' is not one of marl_vec's"):
         MarlVecEnvRunner.with_batch(backnd="subproc")
     with pytest.raises(TypeError, match="RLlibAdapter wraps an RLlib MultiAgentEnv, not CartPoleEnv"):
-        import gymnasium as gym
         RLlibAdapter(gym.make("CartPole-v1").unwrapped)
     config = ppo_config("native").environment(5)
     with pytest.raises(TypeError, match="config.env must be a registered env name, a MultiAgentEnv class"):
@@ -177,5 +197,13 @@ def test_errors():
     venv.reset(seed=0)
     with pytest.raises(ValueError, match=r"agents \['player_0'\] acted, were not flagged done and have no "
                                          "observation"):
+        venv.step(np.zeros((1, 2), dtype=np.int64))
+    venv.close()
+    # An RLlib example env of the old API stack, which names no possible_agents.
+    with pytest.raises(ValueError, match="GuessTheNumberGame: an RLlib MultiAgentEnv needs possible_agents"):
+        RLlibAdapter(GuessTheNumberGame({}))
+    venv = mv.DummyVecEnv([CoachEnv], autoreset="next_step")
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match=r"CoachEnv: rewards \{'coach': 0.5\} for agents that did not act"):
         venv.step(np.zeros((1, 2), dtype=np.int64))
     venv.close()
