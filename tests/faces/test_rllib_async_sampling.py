@@ -7,7 +7,8 @@ against RLlib's ``MultiAgentEnvRunner`` on the same env (MPE simple_spread throu
 - ``on_episode_start`` fires only for episodes that are stepped: RLlib starts the episode
   after an ended one at that env's next step, so ``num_episodes`` and
   ``batch_mode="complete_episodes"`` sampling start no follow-up episode;
-- with ``random_actions=True`` the env-to-module connectors still see every batch.
+- with ``random_actions=True`` the env-to-module connectors still see every batch, and a
+  reset runs them once over every env, as RLlib's runner does.
 """
 
 from __future__ import annotations
@@ -128,3 +129,14 @@ def test_random_actions_run_the_env_to_module_connectors():
     # RLlib's runner also runs them on the reset and on the last step (for the next sample()).
     assert seen["native", True] == seen["native", False] == seen["sync", True] == 11
     assert seen["async", True] == seen["async", False] == 10
+
+
+def test_a_reset_runs_the_env_to_module_connectors_once_as_rllibs_runner_does():
+    """The reset's observations go through the connectors at the reset (RLlib's own test
+    ``test_env_to_module_called_on_reset``), and that batch serves the first actions."""
+    for kind in RUNNERS:
+        CountCalls.seen = []
+        episodes, calls = sample(kind, 3, num_timesteps=0, random_actions=True)
+        assert episodes == []
+        assert calls["connector"] == 1, kind
+        assert sorted(t for _, t in CountCalls.seen) == [0, 0, 0], kind

@@ -72,6 +72,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         # env -> (obs, infos) of the episode that follows one that ended: RLlib's runner starts it
         # (add_env_reset, on_episode_start) only when it steps that env again, so this one too.
         self._pending: dict[int, tuple[dict, dict]] = {}
+        self._to_module: tuple[list[int], Any] | None = None  # (envs, connector batch) of the last reset
 
     def _sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None, explore: bool,
                 random_actions: bool = False, force_reset: bool = False) -> list[MultiAgentEpisode]:
@@ -113,13 +114,38 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         return self._finish_sample(done_episodes, num_timesteps)
 
     def _reset_envs(self, episodes: list, shared_data: dict, explore: bool) -> None:
-        """Reset every env; the reset rows come through ``recv()`` like any other."""
+        """Reset every env as RLlib's runner does: every reset row (collected at once), the
+        env-to-module connectors over them (their batch serves the first actions), then
+        ``on_episode_start``."""
         for i in range(self.num_envs):
             self._new_episode(i, episodes)
         self._ongoing_episodes_for_metrics.clear()
-        self.env.venv.reset(seed=self._seed if self._needs_initial_reset else None)
-        self.env.translator.expect_resets(range(self.num_envs))
+        venv, translator = self.env.venv, self.env.translator
+        venv.reset(seed=self._seed if self._needs_initial_reset else None)
+        translator.expect_resets(range(self.num_envs))
         self._to_act, self._flying, self._sent, self._pending = [], set(range(self.num_envs)), {}, {}
+        self._to_module = None
+        while self._flying:
+            r = venv.recv()
+            ids = [int(i) for i in r.env_ids]
+            self._flying.difference_update(ids)
+            steps, _ = translator.step_rows_same_step(r, ids)
+            for i, (obs, _, _, _, infos) in zip(ids, steps):
+                episodes[i].add_env_reset(observations=obs, infos=infos)
+            self._to_act.extend(ids)
+        self._to_act.sort()  # in env order, as RLlib's runner batches them
+        if self.module is not None:
+            self._to_module = (list(self._to_act), self._connect(self._to_act, explore))
+        for i in range(self.num_envs):
+            self._make_on_episode_callback("on_episode_start", i, episodes)
+
+    def _connect(self, ids: list[int], explore: bool) -> Any:
+        """The env-to-module connectors over the episodes of envs ``ids``: run once per observation
+        (stateful connectors, e.g. observation filters, change the episodes they read)."""
+        self._shared_data["vector_env_episodes_map"] = {}
+        return self._env_to_module(episodes=[self._ongoing_episodes[i] for i in ids], batch={}, explore=explore,
+                                   rl_module=self.module, shared_data=self._shared_data, metrics=self.metrics,
+                                   metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
 
     # -- one batch in, one batch out ----------------------------------------------------
 
@@ -141,11 +167,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         for i, (obs, rewards, terminateds, truncateds, infos), reset in zip(ids, steps, resets):
             if limit is not None and finished >= limit:
                 break
-            episode = self._ongoing_episodes[i]
-            if not episode.is_reset:
-                episode.add_env_reset(observations=obs, infos=infos)
-                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
-                continue
+            episode = self._ongoing_episodes[i]  # reset and started (by _reset_envs or _start_pending)
             actions, extra = self._sent.pop(i)
             episode.add_env_step(observations=obs, actions=actions, rewards=rewards, infos=infos,
                                  terminateds=terminateds, truncateds=truncateds, extra_model_outputs=extra)
@@ -203,21 +225,19 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
     def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
         """Compute the actions of envs ``ids`` and send them."""
         episodes = [self._ongoing_episodes[i] for i in ids]
+        # The reset's connector batch, made for exactly these envs, serves their first actions.
+        cached, self._to_module = self._to_module, None
+        ready = cached[1] if cached is not None and cached[0] == ids else None
         if random_actions:
-            if self.module is not None:
+            if self.module is not None and ready is None:
                 # As RLlib's runner: the env-to-module connectors see every observation also
                 # while acting at random (stateful ones, e.g. observation filters, learn from it).
-                self._env_to_module(episodes=episodes, batch={}, explore=explore, rl_module=self.module,
-                                    shared_data=self._shared_data, metrics=self.metrics,
-                                    metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
+                self._connect(ids, explore)
             spaces = self.env.single_action_spaces
             to_env: dict[str, Any] = {Columns.ACTIONS: [{a: spaces[a].sample() for a in ep.get_agents_to_act()}
                                                         for ep in episodes]}
         else:
-            self._shared_data["vector_env_episodes_map"] = {}
-            to_module = self._env_to_module(episodes=episodes, batch={}, explore=explore, rl_module=self.module,
-                                            shared_data=self._shared_data, metrics=self.metrics,
-                                            metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
+            to_module = ready if ready is not None else self._connect(ids, explore)
             with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
                 if explore:
                     runners = self.config.num_env_runners or 1
