@@ -17,7 +17,12 @@ Episodes are RLlib's ``MultiAgentEpisode``s, built as RLlib's runner builds them
 - Each ``sample()`` ends by collecting every env still in flight, so no action
   computed with old weights is sent after the weights change; every env starts the
   next ``sample()`` waiting for an action.
-- ``num_episodes`` sampling and ``random_actions`` work as in RLlib's runner.
+- As in RLlib's runner: a reset runs the env-to-module connectors over every env
+  (that batch serves the first actions); ``sample(num_episodes=k)`` returns exactly k
+  episodes and drops the others still going; the episode after an ended one starts
+  (``on_episode_start``) when its env is stepped again, so ``num_episodes`` and
+  ``batch_mode="complete_episodes"`` start no episode they do not step; with
+  ``random_actions=True`` the env-to-module connectors still see every observation.
 
 Examples:
     ```python
