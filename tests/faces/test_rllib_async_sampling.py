@@ -7,8 +7,9 @@ against RLlib's ``MultiAgentEnvRunner`` on the same env (MPE simple_spread throu
 - ``on_episode_start`` fires only for episodes that are stepped: RLlib starts the episode
   after an ended one at that env's next step, so ``num_episodes`` and
   ``batch_mode="complete_episodes"`` sampling start no follow-up episode;
-- with ``random_actions=True`` the env-to-module connectors still see every batch, and a
-  reset runs them once over every env, as RLlib's runner does.
+- the env-to-module connectors run as in RLlib's runner: once over every env at a reset,
+  after every step (the last step's batch serves the next ``sample()``), also with
+  ``random_actions=True``, and over each observation once.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ def count_end(**kwargs: Any) -> None:
 
 
 class CountCalls(ConnectorV2):
-    """An env-to-module piece that counts its calls and the (episode, env_t) it was shown."""
+    """An env-to-module piece that counts its calls and the (episode, env_t) it was shown (episodes
+    with data: RLlib's runner also passes the empty episode that follows an ended one)."""
 
     seen: list[tuple[str, int]] = []
 
     def __call__(self, *, rl_module: Any, batch: Any, episodes: list, **kwargs: Any) -> Any:
         CALLS["connector"] += 1
-        CountCalls.seen.extend((ep.id_, ep.env_t) for ep in episodes)
+        CountCalls.seen.extend((ep.id_, ep.env_t) for ep in episodes if ep.is_reset)
         return batch
 
 
@@ -126,9 +128,8 @@ def test_random_actions_run_the_env_to_module_connectors():
                 for t in range(ep.env_t_started, ep.env_t):
                     assert (ep.id_, t) in shown, (kind, random_actions, t)
             seen[kind, random_actions] = calls["connector"]
-    # RLlib's runner also runs them on the reset and on the last step (for the next sample()).
-    assert seen["native", True] == seen["native", False] == seen["sync", True] == 11
-    assert seen["async", True] == seen["async", False] == 10
+    # On the reset and after every step, the last one included (its batch serves the next sample()).
+    assert set(seen.values()) == {11}, seen
 
 
 def test_a_reset_runs_the_env_to_module_connectors_once_as_rllibs_runner_does():
@@ -140,3 +141,25 @@ def test_a_reset_runs_the_env_to_module_connectors_once_as_rllibs_runner_does():
         assert episodes == []
         assert calls["connector"] == 1, kind
         assert sorted(t for _, t in CountCalls.seen) == [0, 0, 0], kind
+
+
+def test_the_last_steps_connector_batch_serves_the_next_sample_once():
+    """RLlib's runner runs the connectors after a sample()'s last step and acts on that batch in
+    the next sample(); so does the async runner, each observation once, also across an
+    episode's end (1 env, 30 steps at a time: episodes of ~20 random steps end in between)."""
+    for kind in RUNNERS:
+        CountCalls.seen = []
+        CALLS.clear()
+        runner = make_runner(kind, 1)
+        try:
+            episodes = [ep for _ in range(4) for ep in runner.sample(num_timesteps=30, random_actions=True)]
+        finally:
+            runner.stop()
+        assert any(ep.is_done for ep in episodes)
+        seen = Counter(CountCalls.seen)
+        for ep in episodes:
+            for t in range(ep.env_t_started, ep.env_t + (not ep.is_done)):
+                assert seen[ep.id_, t] >= 1, (kind, t)
+        # each (episode, env_t) once, but the done-episode pass RLlib makes over an episode's end
+        ends = {(ep.id_, ep.env_t) for ep in episodes if ep.is_done}
+        assert all(n == 1 for key, n in seen.items() if key not in ends), kind

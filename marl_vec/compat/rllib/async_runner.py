@@ -17,8 +17,9 @@ Episodes are RLlib's ``MultiAgentEpisode``s, built as RLlib's runner builds them
 - Each ``sample()`` ends by collecting every env still in flight, so no action
   computed with old weights is sent after the weights change; every env starts the
   next ``sample()`` waiting for an action.
-- As in RLlib's runner: a reset runs the env-to-module connectors over every env
-  (that batch serves the first actions); ``sample(num_episodes=k)`` returns exactly k
+- As in RLlib's runner: a reset runs the env-to-module connectors over every env, and so
+  does the end of a ``sample()`` over the last observations (each batch serves the next
+  actions; each observation goes through the connectors once); ``sample(num_episodes=k)`` returns exactly k
   episodes and drops the others still going; the episode after an ended one starts
   (``on_episode_start``) when its env is stepped again, so ``num_episodes`` and
   ``batch_mode="complete_episodes"`` start no episode they do not step; with
@@ -77,7 +78,8 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         # env -> (obs, infos) of the episode that follows one that ended: RLlib's runner starts it
         # (add_env_reset, on_episode_start) only when it steps that env again, so this one too.
         self._pending: dict[int, tuple[dict, dict]] = {}
-        self._to_module: tuple[list[int], Any] | None = None  # (envs, connector batch) of the last reset
+        # (envs, connector batch) made at a reset or at the end of a sample(): their next actions' input.
+        self._to_module: tuple[list[int], Any] | None = None
 
     def _sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None, explore: bool,
                 random_actions: bool = False, force_reset: bool = False) -> list[MultiAgentEpisode]:
@@ -97,8 +99,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         limit = num_episodes if num_timesteps is None else None
         while not enough():
             if self._to_act:
-                self._start_pending(self._to_act)
-                self._act(self._to_act, explore, random_actions, env_ts)
+                self._act_on_received(explore, random_actions, env_ts)
             r = venv.recv()
             steps, agents, finished = self._take(r, done_episodes, explore, None if limit is None else limit - eps)
             env_ts += steps
@@ -116,7 +117,30 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 eps += finished
             else:
                 self._flying.difference_update(int(i) for i in r.env_ids)
+        if limit is None and self.module is not None and self._to_module is None:
+            # As RLlib's runner, which runs them after its last step: the connectors over the
+            # last observations, whose batch serves the next sample()'s first actions. Envs
+            # whose next episode has not started yet (it starts when they are stepped) are
+            # left to that step. A reset's batch not used yet (nothing stepped) stays.
+            self._to_act.sort()
+            ready = [i for i in self._to_act if i not in self._pending]
+            if ready:
+                self._to_module = (ready, self._connect(ready, explore))
         return self._finish_sample(done_episodes, num_timesteps)
+
+    def _act_on_received(self, explore: bool, random_actions: bool, env_ts: int) -> None:
+        """Start the pending episodes of the envs waiting for actions, then act for them: those
+        the last connector batch covers with it, the others with a batch of their own (each
+        observation goes through the connectors once)."""
+        ids = self._to_act
+        self._start_pending(ids)
+        covered = self._to_module[0] if self._to_module is not None else []
+        rest = [i for i in ids if i not in set(covered)]
+        if covered and rest and set(covered) <= set(ids):
+            self._act(list(covered), explore, random_actions, env_ts)
+            self._act(rest, explore, random_actions, env_ts)
+        else:
+            self._act(ids, explore, random_actions, env_ts)
 
     def _reset_envs(self, episodes: list, shared_data: dict, explore: bool) -> None:
         """Reset every env as RLlib's runner does: every reset row (collected at once), the
@@ -230,7 +254,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
     def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
         """Compute the actions of envs ``ids`` and send them."""
         episodes = [self._ongoing_episodes[i] for i in ids]
-        # The reset's connector batch, made for exactly these envs, serves their first actions.
+        # The connector batch made for exactly these envs (at a reset or a sample's end) serves them.
         cached, self._to_module = self._to_module, None
         ready = cached[1] if cached is not None and cached[0] == ids else None
         if random_actions:
