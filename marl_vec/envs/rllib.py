@@ -8,7 +8,7 @@ an agent flagged terminated or truncated gives its last observation at that step
 absent afterwards; the env's episode ends with ``"__all__"``.
 
 [`RLlibAdapter`][marl_vec.envs.rllib.RLlibAdapter] shows such an env to the PettingZoo
-parallel adapter through [`ParallelView`][marl_vec.envs.rllib.ParallelView], so dead
+parallel adapter through `ParallelView`, so dead
 agents, masks, padding of per-agent spaces and the state are handled by the one code
 that handles PettingZoo's (`marl_vec.envs.pettingzoo.parallel`):
 
