@@ -128,13 +128,13 @@ def as_adapter(env: Any) -> MultiAgentEnv:
     `marl_vec.envs.pettingzoo.aec`)."""
     if isinstance(env, MultiAgentEnv):
         return env
-    # Before gymnasium: RLlib's MultiAgentEnv subclasses gymnasium.Env. Looked up in sys.modules,
-    # so ray is never imported here (an RLlib env exists only where ray.rllib was imported).
-    rllib_envs = sys.modules.get("ray.rllib.env.multi_agent_env")
-    if rllib_envs is not None and isinstance(env, rllib_envs.MultiAgentEnv):
-        from marl_vec.envs.rllib import RLlibAdapter
+    # Before gymnasium: RLlib's MultiAgentEnv subclasses gymnasium.Env. Only where ray.rllib is
+    # imported already (an RLlib env exists only there), so ray is never imported here.
+    if "ray.rllib.env.multi_agent_env" in sys.modules:
+        from marl_vec.envs.rllib import RLlibAdapter, is_rllib_env
 
-        return RLlibAdapter(env)
+        if is_rllib_env(env):
+            return RLlibAdapter(env)
     import gymnasium
 
     if isinstance(env, gymnasium.Env):
