@@ -124,10 +124,18 @@ def make_env_fn(family_name: str, env_id: str, kwargs: dict[str, Any] | None = N
 
 
 def as_adapter(env: Any) -> MultiAgentEnv:
-    """Wrap what an env_fn returned: an adapter as is, a gymnasium Env, a PettingZoo ParallelEnv
-    or a PettingZoo AECEnv (a turn-based game, `marl_vec.envs.pettingzoo.aec`)."""
+    """Wrap what an env_fn returned: an adapter as is, an RLlib MultiAgentEnv (`marl_vec.envs.rllib`),
+    a gymnasium Env, a PettingZoo ParallelEnv or a PettingZoo AECEnv (a turn-based game,
+    `marl_vec.envs.pettingzoo.aec`)."""
     if isinstance(env, MultiAgentEnv):
         return env
+    # Before gymnasium: RLlib's MultiAgentEnv subclasses gymnasium.Env. Only where ray.rllib is
+    # imported already (an RLlib env exists only there), so ray is never imported here.
+    if "ray.rllib.env.multi_agent_env" in sys.modules:
+        from marl_vec.envs.rllib import RLlibAdapter, is_rllib_env
+
+        if is_rllib_env(env):
+            return RLlibAdapter(env)
     import gymnasium
 
     if isinstance(env, gymnasium.Env):
@@ -146,7 +154,7 @@ def as_adapter(env: Any) -> MultiAgentEnv:
         return AECAdapter(env)
     raise TypeError(
         f"an env_fn returned {type(env).__name__}; allowed: a marl_vec MultiAgentEnv, "
-        "a gymnasium.Env, a PettingZoo ParallelEnv or a PettingZoo AECEnv"
+        "an RLlib MultiAgentEnv, a gymnasium.Env, a PettingZoo ParallelEnv or a PettingZoo AECEnv"
     )
 
 

@@ -4,8 +4,9 @@
   (any backend, ``autoreset="next_step"``) as RLlib's ``VectorMultiAgentEnv``.
 - [`MarlVecEnvRunner`][marl_vec.compat.rllib.env_runner.MarlVecEnvRunner]: RLlib's
   ``MultiAgentEnvRunner`` with that vector env (``config.env_runners(env_runner_cls=...)``),
-  configured by ``config.environment(ENV_NAME, env_config={...})`` (keys in
-  `marl_vec.compat.rllib.batch`).
+  over RLlib's own env spec unchanged (a registered name, a ``MultiAgentEnv`` class or a
+  creator, with ``env_config``; batch options from ``MarlVecEnvRunner.with_batch``) or
+  ``config.environment(ENV_NAME, env_config={...})`` (keys in `marl_vec.compat.rllib.batch`).
 - [`MarlVecAsyncEnvRunner`][marl_vec.compat.rllib.async_runner.MarlVecAsyncEnvRunner]: the same on
   marl_vec's async pool (``send``/``recv``, first-ready batches; ``subproc``/``ray`` backends).
 - [`Translator`][marl_vec.compat.rllib.translate.Translator]: batch rows <-> RLlib's per-env dicts.

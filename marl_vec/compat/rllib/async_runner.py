@@ -17,7 +17,13 @@ Episodes are RLlib's ``MultiAgentEpisode``s, built as RLlib's runner builds them
 - Each ``sample()`` ends by collecting every env still in flight, so no action
   computed with old weights is sent after the weights change; every env starts the
   next ``sample()`` waiting for an action.
-- ``num_episodes`` sampling and ``random_actions`` work as in RLlib's runner.
+- As in RLlib's runner: a reset runs the env-to-module connectors over every env, and so
+  does the end of a ``sample()`` over the last observations (each batch serves the next
+  actions; each observation goes through the connectors once); ``sample(num_episodes=k)`` returns exactly k
+  episodes and drops the others still going; the episode after an ended one starts
+  (``on_episode_start``) when its env is stepped again, so ``num_episodes`` and
+  ``batch_mode="complete_episodes"`` start no episode they do not step; with
+  ``random_actions=True`` the env-to-module connectors still see every observation.
 
 Examples:
     ```python
@@ -69,6 +75,11 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         self._to_act: list[int] = []  # envs received and not sent since
         self._flying: set[int] = set()  # envs sent (or reset), whose result recv() has not given yet
         self._sent: dict[int, tuple[dict, dict]] = {}  # env -> (actions, extra model outputs) of its step
+        # env -> (obs, infos) of the episode that follows one that ended: RLlib's runner starts it
+        # (add_env_reset, on_episode_start) only when it steps that env again, so this one too.
+        self._pending: dict[int, tuple[dict, dict]] = {}
+        # (envs, connector batch) made at a reset or at the end of a sample(): their next actions' input.
+        self._to_module: tuple[list[int], Any] | None = None
 
     def _sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None, explore: bool,
                 random_actions: bool = False, force_reset: bool = False) -> list[MultiAgentEpisode]:
@@ -85,35 +96,96 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 return eps >= num_episodes
             return (env_ts if self.config.count_steps_by == "env_steps" else agent_ts) >= num_timesteps
 
+        limit = num_episodes if num_timesteps is None else None
         while not enough():
             if self._to_act:
-                self._act(self._to_act, explore, random_actions, env_ts)
+                self._act_on_received(explore, random_actions, env_ts)
             r = venv.recv()
-            steps, agents, finished = self._take(r, done_episodes, explore)
+            steps, agents, finished = self._take(r, done_episodes, explore, None if limit is None else limit - eps)
             env_ts += steps
             agent_ts += agents
             eps += finished
-        while self._flying:  # collect the envs in flight: the next sample() starts with new weights
+        # Collect the envs in flight: the next sample() starts with new weights. After
+        # num_episodes, RLlib's runner drops the episodes still going (the next sample()
+        # resets every env): their rows are taken and dropped too, with no callback.
+        while self._flying:
             r = venv.recv(timeout=DRAIN_WAIT_S)
-            steps, agents, finished = self._take(r, done_episodes, explore)
-            env_ts += steps
-            agent_ts += agents
-            eps += finished
+            if limit is None:
+                steps, agents, finished = self._take(r, done_episodes, explore)
+                env_ts += steps
+                agent_ts += agents
+                eps += finished
+            else:
+                self._flying.difference_update(int(i) for i in r.env_ids)
+        if limit is None and self.module is not None and self._to_module is None:
+            # As RLlib's runner, which runs them after its last step: the connectors over the
+            # last observations, whose batch serves the next sample()'s first actions. Envs
+            # whose next episode has not started yet (it starts when they are stepped) are
+            # left to that step. A reset's batch not used yet (nothing stepped) stays.
+            self._to_act.sort()
+            ready = [i for i in self._to_act if i not in self._pending]
+            if ready:
+                self._to_module = (ready, self._connect(ready, explore))
         return self._finish_sample(done_episodes, num_timesteps)
 
+    def _act_on_received(self, explore: bool, random_actions: bool, env_ts: int) -> None:
+        """Start the pending episodes of the envs waiting for actions, then act for them: those
+        the last connector batch covers with it, the others with a batch of their own (each
+        observation goes through the connectors once)."""
+        ids = self._to_act
+        self._start_pending(ids)
+        covered = self._to_module[0] if self._to_module is not None else []
+        rest = [i for i in ids if i not in set(covered)]
+        if covered and rest and set(covered) <= set(ids):
+            self._act(list(covered), explore, random_actions, env_ts)
+            self._act(rest, explore, random_actions, env_ts)
+        else:
+            self._act(ids, explore, random_actions, env_ts)
+
     def _reset_envs(self, episodes: list, shared_data: dict, explore: bool) -> None:
-        """Reset every env; the reset rows come through ``recv()`` like any other."""
+        """Reset every env as RLlib's runner does: every reset row (collected at once), the
+        env-to-module connectors over them (their batch serves the first actions), then
+        ``on_episode_start``."""
         for i in range(self.num_envs):
             self._new_episode(i, episodes)
         self._ongoing_episodes_for_metrics.clear()
-        self.env.venv.reset(seed=self._seed if self._needs_initial_reset else None)
-        self.env.translator.expect_resets(range(self.num_envs))
-        self._to_act, self._flying, self._sent = [], set(range(self.num_envs)), {}
+        venv, translator = self.env.venv, self.env.translator
+        venv.reset(seed=self._seed if self._needs_initial_reset else None)
+        translator.expect_resets(range(self.num_envs))
+        self._to_act, self._flying, self._sent, self._pending = [], set(range(self.num_envs)), {}, {}
+        self._to_module = None
+        while self._flying:
+            r = venv.recv()
+            ids = [int(i) for i in r.env_ids]
+            self._flying.difference_update(ids)
+            steps, _ = translator.step_rows_same_step(r, ids)
+            for i, (obs, _, _, _, infos) in zip(ids, steps):
+                episodes[i].add_env_reset(observations=obs, infos=infos)
+            self._to_act.extend(ids)
+        self._to_act.sort()  # in env order, as RLlib's runner batches them
+        if self.module is not None:
+            self._to_module = (list(self._to_act), self._connect(self._to_act, explore))
+        for i in range(self.num_envs):
+            self._make_on_episode_callback("on_episode_start", i, episodes)
+
+    def _connect(self, ids: list[int], explore: bool) -> Any:
+        """The env-to-module connectors over the episodes of envs ``ids``: run once per observation
+        (stateful connectors, e.g. observation filters, change the episodes they read)."""
+        self._shared_data["vector_env_episodes_map"] = {}
+        return self._env_to_module(episodes=[self._ongoing_episodes[i] for i in ids], batch={}, explore=explore,
+                                   rl_module=self.module, shared_data=self._shared_data, metrics=self.metrics,
+                                   metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
 
     # -- one batch in, one batch out ----------------------------------------------------
 
-    def _take(self, r: Any, done_episodes: list[MultiAgentEpisode], explore: bool) -> tuple[int, int, int]:
-        """Add the rows of ``r`` to their episodes; return env steps, agent steps and episodes finished."""
+    def _take(self, r: Any, done_episodes: list[MultiAgentEpisode], explore: bool,
+              limit: int | None = None) -> tuple[int, int, int]:
+        """Add the rows of ``r`` to their episodes; return env steps, agent steps and episodes finished.
+
+        ``limit``: the episodes still wanted (``num_episodes`` sampling); as RLlib's runner, the
+        rows after the one that finishes the last of them are dropped (every env resets at the
+        next ``sample()``).
+        """
         ids = [int(i) for i in r.env_ids]
         self._flying.difference_update(ids)
         steps, resets = self.env.translator.step_rows_same_step(r, ids)
@@ -122,11 +194,9 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
         agent_steps: Counter[str] = Counter()
         module_steps: Counter[str] = Counter()
         for i, (obs, rewards, terminateds, truncateds, infos), reset in zip(ids, steps, resets):
-            episode = self._ongoing_episodes[i]
-            if not episode.is_reset:
-                episode.add_env_reset(observations=obs, infos=infos)
-                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
-                continue
+            if limit is not None and finished >= limit:
+                break
+            episode = self._ongoing_episodes[i]  # reset and started (by _reset_envs or _start_pending)
             actions, extra = self._sent.pop(i)
             episode.add_env_step(observations=obs, actions=actions, rewards=rewards, infos=infos,
                                  terminateds=terminateds, truncateds=truncateds, extra_model_outputs=extra)
@@ -142,9 +212,7 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
                 done_episodes.append(episode)
                 just_done.append(episode)
                 self._new_episode(i, self._ongoing_episodes)
-                new_obs, new_infos = reset
-                self._ongoing_episodes[i].add_env_reset(observations=new_obs, infos=new_infos)
-                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+                self._pending[i] = reset
         self._to_act.extend(ids)
         self._log_sampled(env_ts, finished, agent_steps, module_steps)
         if just_done and self.module is not None:
@@ -173,18 +241,32 @@ class MarlVecAsyncEnvRunner(MarlVecEnvRunner):
             log((NUM_MODULE_STEPS_SAMPLED, module), n, reduce="sum")
             log((NUM_MODULE_STEPS_SAMPLED_LIFETIME, module), n, reduce="lifetime_sum")
 
+    def _start_pending(self, ids: list[int]) -> None:
+        """Start the episodes of ``ids`` that follow ended ones, as RLlib's runner does at the
+        step after an end: the reset's observations, then ``on_episode_start``."""
+        for i in ids:
+            reset = self._pending.pop(i, None)
+            if reset is not None:
+                obs, infos = reset
+                self._ongoing_episodes[i].add_env_reset(observations=obs, infos=infos)
+                self._make_on_episode_callback("on_episode_start", i, self._ongoing_episodes)
+
     def _act(self, ids: list[int], explore: bool, random_actions: bool, env_ts: int) -> None:
         """Compute the actions of envs ``ids`` and send them."""
         episodes = [self._ongoing_episodes[i] for i in ids]
+        # The connector batch made for exactly these envs (at a reset or a sample's end) serves them.
+        cached, self._to_module = self._to_module, None
+        ready = cached[1] if cached is not None and cached[0] == ids else None
         if random_actions:
+            if self.module is not None and ready is None:
+                # As RLlib's runner: the env-to-module connectors see every observation also
+                # while acting at random (stateful ones, e.g. observation filters, learn from it).
+                self._connect(ids, explore)
             spaces = self.env.single_action_spaces
             to_env: dict[str, Any] = {Columns.ACTIONS: [{a: spaces[a].sample() for a in ep.get_agents_to_act()}
                                                         for ep in episodes]}
         else:
-            self._shared_data["vector_env_episodes_map"] = {}
-            to_module = self._env_to_module(episodes=episodes, batch={}, explore=explore, rl_module=self.module,
-                                            shared_data=self._shared_data, metrics=self.metrics,
-                                            metrics_prefix_key=(ENV_TO_MODULE_CONNECTOR,))
+            to_module = ready if ready is not None else self._connect(ids, explore)
             with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
                 if explore:
                     runners = self.config.num_env_runners or 1

@@ -63,10 +63,13 @@ class Translator:
             reported agent's infos under ``"state"``, for centralised critics.
         obs_dtype: cast (Box) observations to this dtype, e.g. ``"float32"`` for RLlib's
             default encoders, which do not take integer boards (None: the env's own).
+        agent_ids: the env's own agent ids, in ``spec.agents``' order (``spec.agents`` holds
+            their ``str``; RLlib's ``MultiAgentCartPole`` has agents ``0, 1``); the dicts are
+            keyed by them. None: ``spec.agents``.
     """
 
     def __init__(self, spec: EnvSpec, num_envs: int, action_mask: bool = False, global_state: bool = False,
-                 obs_dtype: Any = None):
+                 obs_dtype: Any = None, agent_ids: Sequence[Any] | None = None):
         if action_mask and not spec.discrete:
             raise ValueError(f"action_mask=True needs Discrete actions; this env's actions are "
                              f"{spec.single_agent_action_space}")
@@ -77,7 +80,9 @@ class Translator:
             raise ValueError(f"obs_dtype applies to array observations only, not {spec.single_agent_observation_space}")
         self.obs_dtype = None if obs_dtype is None else np.dtype(obs_dtype)
         self.spec = spec
-        self.agents: list[str] = list(spec.agents)
+        if agent_ids is not None and [str(a) for a in agent_ids] != list(spec.agents):
+            raise ValueError(f"agent_ids {list(agent_ids)} are not the env's agents {list(spec.agents)}")
+        self.agents: list[Any] = list(spec.agents if agent_ids is None else agent_ids)
         self.turn_based = bool(spec.turn_based)
         self.action_mask = action_mask
         self.global_state = global_state

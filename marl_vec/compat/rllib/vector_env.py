@@ -49,6 +49,20 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("marl_vec.compat.rllib needs RLlib: pip install 'marl_vec[rllib]'") from error
 
 
+def native_agent_ids(venv: VecEnv) -> list[Any]:
+    """The env's own agent ids in ``spec.agents``' order (which holds their ``str``): the native
+    env's ``possible_agents`` where it has them (RLlib and PettingZoo envs), else ``spec.agents``."""
+    names = list(venv.spec.agents)
+    try:
+        native = list(venv.get_attr("possible_agents", indices=[0])[0] or ())
+    except AttributeError:  # a gymnasium env or a marl_vec adapter: its ids are spec.agents
+        return names
+    by_name = {str(agent): agent for agent in native}
+    if len(by_name) != len(native) or sorted(by_name) != sorted(names):
+        return names  # the adapter renamed the agents: the spec's names are the only ids it knows
+    return [by_name[name] for name in names]
+
+
 def agent_spaces(translator: Translator) -> tuple[dict[str, gym.Space], dict[str, gym.Space]]:
     """Each agent's observation and action space, as RLlib sees them."""
     spec = translator.spec
@@ -60,7 +74,7 @@ def agent_spaces(translator: Translator) -> tuple[dict[str, gym.Space], dict[str
         mask = gym.spaces.Box(0.0, 1.0, shape=(spec.n_actions,), dtype="float32")
         obs_space = gym.spaces.Dict({"action_mask": mask, "observations": obs_space})
     if isinstance(spec.action, ContinuousAction):  # each agent's own bounds: agents' Boxes may differ
-        index = {agent: a for a, agent in enumerate(spec.agents)}
+        index = {agent: a for a, agent in enumerate(translator.agents)}
         action_spaces = {agent: spec.action.agent_space(index[agent], spec.n_agents) for agent in translator.agents}
     else:
         action_spaces = dict.fromkeys(translator.agents, spec.single_agent_action_space)
@@ -73,7 +87,7 @@ class Seat(MultiAgentEnv):
     It is stepped only through the batch (its vector env's ``step``).
     """
 
-    def __init__(self, index: int, agents: list[str], observation_spaces: dict[str, gym.Space],
+    def __init__(self, index: int, agents: list[Any], observation_spaces: dict[str, gym.Space],
                  action_spaces: dict[str, gym.Space]):
         super().__init__()
         self.index = index
@@ -123,7 +137,7 @@ class MarlVecMultiAgentEnv(VectorMultiAgentEnv):
         self.venv = venv
         self.num_envs = venv.num_envs
         self.translator = Translator(venv.spec, venv.num_envs, action_mask=action_mask, global_state=global_state,
-                                     obs_dtype=obs_dtype)
+                                     obs_dtype=obs_dtype, agent_ids=native_agent_ids(venv))
         obs_spaces, action_spaces = agent_spaces(self.translator)
         self.single_observation_spaces = obs_spaces
         self.single_action_spaces = action_spaces
