@@ -11,7 +11,9 @@ the bottom (DESIGN.md, "The house"; docs/contributing.md draws the tree):
    bottom, the families above them, the ``registry`` above the families;
 2. ``core/`` loop: ``group`` (the one stepping loop: it steps adapters, so it sits above
    ``envs/``) and ``state`` (wraps env_fns with the state option);
-3. ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them;
+3. ``jax/``: the functional form of the JAX families (``marl_vec.jax``), beside ``vec/`` and below
+   it: ``core/`` data and the JaxMARL family's model and kernel, never a backend;
+   ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them;
 4. ``compat/``: the faces; ``tools/rollout``, ``tools/episode_runner`` and ``tools/progress``
    drive a VecEnv the same way;
 5. ``tools/``: config, render, plots, the tuner, and the faces built from configs
@@ -44,6 +46,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("marl_vec.core.group", "marl_vec.core.state",  # state: wraps env_fns with the state option, for every backend
      # the group's loop over results on a device (torch: device_outputs/device_group; JAX: jax_device)
      "marl_vec.core.device_outputs", "marl_vec.core.device_group", "marl_vec.core.jax_device"),
+    # marl_vec.jax: the functional form of the JAX families (DESIGN.md, turn 5), beside vec/ and
+    # listed just below it, so that a backend import from it is a violation. It uses core/ data and,
+    # alone outside envs/, the JaxMARL family's pure model and kernel (JAX_MAY_IMPORT below).
+    ("marl_vec.jax",),
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.tools.rollout", "marl_vec.tools.episode_runner", "marl_vec.tools.progress"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config;
@@ -63,6 +69,10 @@ MOVED_PATHS: dict[str, str] = {
     "marl_vec.errors": "marl_vec.core.errors",
     "marl_vec.compat.pymarl_env": "marl_vec.compat.pymarl.env",
 }
+# The modules of envs/ that marl_vec.jax may import beyond the envs face: the JaxMARL family's
+# model (spec, view) and its per-env pure functions (the one kernel of both forms), never its engine.
+JAX_MAY_IMPORT = {"marl_vec.envs.jaxmarl.model", "marl_vec.envs.jaxmarl.functions", "marl_vec.envs.jaxmarl.kernels",
+                  "marl_vec.envs.jaxmarl.views", "marl_vec.envs.jaxmarl.catalog"}
 TOP_LEVEL = {"marl_vec", "marl_vec.__main__"} | {m for m in MOVED_PATHS if m.count(".") == 1}
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.base", "marl_vec.envs.registry", "marl_vec.envs.extras"}
 ENVS_BOTTOM = {"marl_vec.envs.base", "marl_vec.envs.extras"}
@@ -186,7 +196,8 @@ def violations(graph: dict[str, dict[str, int]]) -> dict[tuple[str, str], str]:
             where = f"{src} line {line} imports {dst}"
             if layer_of(dst) > layer_of(src):
                 found[(src, dst)] = f"{where}: layer {layer_of(src)} imports layer {layer_of(dst)}"
-            elif dst.startswith("marl_vec.envs.") and not src.startswith("marl_vec.envs") and dst not in ENVS_FACE:
+            elif (dst.startswith("marl_vec.envs.") and not src.startswith("marl_vec.envs") and dst not in ENVS_FACE
+                  and not (src.startswith("marl_vec.jax") and dst in JAX_MAY_IMPORT)):
                 found[(src, dst)] = f"{where}: outside envs/ only {sorted(ENVS_FACE)} may be imported"
             elif src.startswith("marl_vec.envs.") and dst.startswith("marl_vec.envs") and envs_level(dst) > envs_level(src):
                 found[(src, dst)] = f"{where}: inside envs/ base/extras < families < registry"
@@ -233,7 +244,7 @@ def test_the_checker_finds_an_upward_import(tmp_path):
     graph = import_graph(pkg)
     assert cycles(graph) == [["marl_vec.envs.gym", "marl_vec.vec.dummy"]]
     assert violations(graph) == {
-        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 3 imports layer 5",
+        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 3 imports layer 6",
         ("marl_vec.vec.dummy", "marl_vec.envs.gym"):
             "marl_vec.vec.dummy line 1 imports marl_vec.envs.gym: outside envs/ only "
             "['marl_vec.envs', 'marl_vec.envs.base', 'marl_vec.envs.extras', 'marl_vec.envs.registry'] may be imported",
@@ -273,7 +284,17 @@ def test_env_families_import_require_from_extras_not_the_registry(module):
 
 # -- the folders are the layers --------------------------------------------------
 
-FOLDERS = ("core", "envs", "vec", "compat", "tools")
+FOLDERS = ("core", "envs", "jax", "vec", "compat", "tools")
+
+
+def test_marl_vec_jax_imports_no_backend_and_of_envs_only_the_jaxmarl_model_and_kernel():
+    graph = marl_vec_graph()
+    jax_modules = [m for m in graph if m == "marl_vec.jax" or m.startswith("marl_vec.jax.")]
+    assert len(jax_modules) >= 4
+    for module in jax_modules:
+        for dep in graph[module]:
+            assert dep.startswith(("marl_vec.jax", "marl_vec.core")) or dep in JAX_MAY_IMPORT, f"{module} imports {dep}"
+            assert not dep.startswith(("marl_vec.vec", "marl_vec.core.group")), f"{module} imports {dep}"
 
 
 def test_every_module_lives_in_a_layer_folder():
