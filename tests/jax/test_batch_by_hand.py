@@ -10,7 +10,7 @@ last views (final_*), ``autoreset``, the episode's ``valid`` flag, length and re
 
 Compiles: one per case (5-20 s idle, up to a minute loaded), the envs' functions of
 the reference once per env id. The fast selection is MPE simple_spread in every mode
-(its episodes of 25 steps all end together: 4 envs, 2 resets per step exercise the
+(its episodes of 26 steps all end together: 4 envs, 2 resets per step exercise the
 optimistic mode's shared resets), SMAX 3m (deaths, masks, avail, battle ends at
 different steps) and Box MPE in ``same_step``; the rest is ``slow``.
 """
@@ -59,7 +59,7 @@ def test_batch_under_scan_equals_jaxmarl_by_hand(env_id, kwargs, mode, options, 
     if mode in ("one_episode", "disabled"):
         assert ends == K and r.steps.done[-1].all()
     if dict(options).get("resets_per_step") and env_id == MPE[0]:
-        # All 4 envs end together at 25 with 2 resets per step: envs 2 and 3 start as 0 and 1 do.
+        # All 4 envs end together (step 26) with 2 resets per step: envs 2 and 3 start as 0 and 1 do.
         t = int(r.steps.done[:, 0].argmax())
         assert r.steps.done[t].all()
         assert (r.steps.obs[t, 2] == r.steps.obs[t, 0]).all() and (r.steps.obs[t, 3] == r.steps.obs[t, 1]).all()

@@ -99,7 +99,7 @@ def test_disabled_mode_equals_the_stateful_family_up_to_the_first_end():
             same_result(result, at(r.steps, t), f"disabled step {t}")
             if result.done.any():
                 break
-        assert result.done.all() and t == 24  # MPE's episodes: 25 steps
+        assert result.done.all() and t == 25  # JaxMARL MPE's episodes: 26 steps (max_steps=25, counted from 0)
         with pytest.raises(EnvFinishedError):
             venv.step(r.actions[t + 1])
     assert at(r.steps, t + 1).done[result.done].all()  # the functional batch: finished envs stay done
