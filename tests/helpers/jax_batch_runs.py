@@ -117,8 +117,9 @@ def check(r: Run) -> int:
         assert not (ts.terminated & ts.truncated).any(), where
         np.testing.assert_array_equal(ts.acting, ts.agent_mask, err_msg=where)
         cut = exp["cut"]
-        if cut.any():  # the batch's time limit: truncated, not terminated (no agent died there)
-            assert ts.truncated[cut].all() and not ts.terminated[cut].any(), where
+        if cut.any():  # the batch's time limit: the living agents truncated, the dead ones (SMAX) terminated
+            np.testing.assert_array_equal(ts.terminated[cut], ~ts.final_agent_mask[cut], err_msg=where)
+            np.testing.assert_array_equal(ts.truncated[cut], ts.final_agent_mask[cut], err_msg=where)
         np.testing.assert_array_equal(ts.episode.valid, exp["valid"], err_msg=where)
         valid = exp["valid"]
         np.testing.assert_array_equal(ts.episode.length[valid], exp["length"][valid], err_msg=where)

@@ -52,6 +52,7 @@ class ModeReference(Reference):
     def __init__(self, model: Any, seed: int, n_envs: int, mode: str, time_limit: int | None = None,
                  resets_per_step: int | None = None):
         super().__init__(model, seeds=[seed + i for i in range(n_envs)])
+        mode = "one_episode" if mode == "disabled" else mode  # the same inside jit (a frozen env cannot raise)
         self.mode, self.time_limit, self.k = mode, time_limit, resets_per_step
         self._reset_v, self._step_env = _jitted(model.env)
         self.n = n_envs

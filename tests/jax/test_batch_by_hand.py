@@ -65,4 +65,5 @@ def test_batch_under_scan_equals_jaxmarl_by_hand(env_id, kwargs, mode, options, 
         assert (r.steps.obs[t, 2] == r.steps.obs[t, 0]).all() and (r.steps.obs[t, 3] == r.steps.obs[t, 1]).all()
     if mode == "fast":  # every episode starts as the first one did
         t = int(r.steps.done[:, 0].argmax())
-        assert (r.steps.obs[t] == r.ts0.obs).all()
+        ended = r.steps.done[t]
+        assert (r.steps.obs[t][ended] == r.ts0.obs[ended]).all()

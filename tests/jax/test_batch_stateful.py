@@ -76,9 +76,13 @@ def test_batch_equals_the_stateful_family_on_dummy(case):
     assert replay(case) > K
 
 
-@pytest.mark.slow  # two forkserver workers import JAX and compile their blocks
-def test_batch_equals_the_stateful_family_in_forkserver_workers():
-    assert replay(SMAX, "subproc", num_workers=2, start_method="forkserver") > K
+# One worker holds the K envs: a block of K, the functional batch's shape. XLA's CPU code depends on
+# the shape: the stateful family itself, in blocks of 2 and of 4, gave SMAX 3m observations 1.3e-8
+# apart (22 of 450 values after 5 steps; measured with the tests' XLA flags), so blocks of 2 in two
+# workers would not equal a batch of 4 bit for bit. MPE and Box MPE agree in blocks of 2 (spawn).
+@pytest.mark.slow  # a forkserver worker imports JAX and compiles its block
+def test_batch_equals_the_stateful_family_in_a_forkserver_worker():
+    assert replay(SMAX, "subproc", num_workers=1, start_method="forkserver") > K
 
 
 @pytest.mark.matrix

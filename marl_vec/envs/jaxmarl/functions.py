@@ -129,8 +129,12 @@ class EnvFunctions:
 
     def step_raw(self, key: Any, state: Any, actions: Any) -> tuple[dict, Any, dict, dict]:
         """JaxMARL's ``step_env(key, state, actions)`` without its infos: (obs, state after, rewards, dones)."""
-        obs, after, rewards, dones, _ = self.env.step_env(key, state, self.view.actions_dict(actions))
-        return obs, normalise(after, self.state_struct), rewards, dones
+        return self.step_dict(key, state, self.view.actions_dict(actions))[:4]
+
+    def step_dict(self, key: Any, state: Any, actions: dict) -> tuple[dict, Any, dict, dict, dict]:
+        """``step_env`` with JaxMARL's dict of actions: (obs, state after with step's types, rewards, dones, infos)."""
+        obs, after, rewards, dones, infos = self.env.step_env(key, state, actions)
+        return obs, normalise(after, self.state_struct), rewards, dones, infos
 
     def outputs(self, obs: dict, state: Any) -> tuple:
         """Our views of one env: (obs (A, ...), world state or None, avail or None, mask or None)."""
