@@ -21,6 +21,7 @@ import jax  # noqa: E402
 
 import marl_vec.jax as mvj  # noqa: E402
 from marl_vec.envs.jaxmarl.catalog import make_native, resolve  # noqa: E402
+from marl_vec.envs.jaxmarl.model import model_of  # noqa: E402
 
 
 def _run(env_id: str, steps: int) -> int:
@@ -31,10 +32,12 @@ def _run(env_id: str, steps: int) -> int:
     for agent in native.agents:
         assert mine.observation_space(agent).shape == native.observation_space(agent).shape
         assert getattr(mine.action_space(agent), "n", None) == getattr(native.action_space(agent), "n", None)
+    has_avail = model_of(env_id, {}).view.has_avail  # MPE's get_avail_actions raises NotImplementedError
     fns = {}
     for name, env in (("native", native), ("mine", mine)):
         fns[name] = (jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step)),
-                     jax.jit(jax.vmap(env.get_avail_actions)), jax.jit(jax.vmap(native.step_env)))
+                     jax.jit(jax.vmap(env.get_avail_actions)) if has_avail else None,
+                     jax.jit(jax.vmap(native.step_env)))
     keys = jax.random.split(jax.random.PRNGKey(11), K)
     obs_n, st_n = fns["native"][0](keys)
     obs_m, st_m = fns["mine"][0](keys)
@@ -45,9 +48,12 @@ def _run(env_id: str, steps: int) -> int:
     for t in range(steps):
         _equal(obs_m, obs_n, f"obs {t}")
         _equal(jax.tree.leaves(st_m.env_state), jax.tree.leaves(st_n), f"state {t}")
-        avail = fns["native"][2](st_n)
-        _equal(fns["mine"][2](st_m), avail, f"avail {t}")
-        avail = np.stack([np.asarray(avail[a]) for a in native.agents], axis=1)
+        if has_avail:
+            avail = fns["native"][2](st_n)
+            _equal(fns["mine"][2](st_m), avail, f"avail {t}")
+            avail = np.stack([np.asarray(avail[a]) for a in native.agents], axis=1)
+        else:
+            avail = np.ones((K, len(native.agents), native.action_space(native.agents[0]).n), dtype=bool)
         acts_np = (rng.random(avail.shape) * avail).argmax(-1)
         acts = {a: jax.numpy.asarray(acts_np[:, i]) for i, a in enumerate(native.agents)}
         step_keys = jax.random.split(jax.random.PRNGKey(1000 + t), K)
