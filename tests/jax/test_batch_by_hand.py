@@ -12,7 +12,8 @@ Compiles: one per case (5-20 s idle, up to a minute loaded), the envs' functions
 the reference once per env id. The fast selection is MPE simple_spread in every mode
 (its episodes of 26 steps all end together: 4 envs, 2 resets per step exercise the
 optimistic mode's shared resets), SMAX 3m (deaths, masks, avail, battle ends at
-different steps) and Box MPE in ``same_step``; the rest is ``slow``.
+different steps) and Box MPE in ``same_step``; two more MPE cases are ``slow``, and SMAX's
+and Box MPE's other modes are ``matrix`` (``python -m pytest -m matrix tests/jax``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MPE = ("jax_mpe/simple_spread", ())
 SMAX = ("smax/3m", ())
 BOX = ("jax_mpe/simple_spread", (("action_type", "Continuous"),))
 LIMIT = (("gamma", 0.9), ("time_limit", 10))
+# Not in the default selection (setup.cfg's addopts): 17-31 s of compiling each, cold, at load 12-15.
+MATRIX = (pytest.mark.slow, pytest.mark.matrix)
 
 CASES = [
     pytest.param(*MPE, "same_step", (), 60, id="mpe-same_step"),
@@ -40,13 +43,13 @@ CASES = [
     pytest.param(*MPE, "same_step", LIMIT, 40, id="mpe-time_limit-gamma"),
     pytest.param(*MPE, "next_step", LIMIT, 40, id="mpe-next_step-time_limit", marks=pytest.mark.slow),
     pytest.param(*SMAX, "same_step", (), 120, id="smax-same_step"),
-    pytest.param(*SMAX, "next_step", (), 120, id="smax-next_step", marks=pytest.mark.slow),
-    pytest.param(*SMAX, "one_episode", (), 120, id="smax-one_episode", marks=pytest.mark.slow),
-    pytest.param(*SMAX, "fast", (), 120, id="smax-fast", marks=pytest.mark.slow),
-    pytest.param(*SMAX, "same_step", (("resets_per_step", 1),), 120, id="smax-optimistic", marks=pytest.mark.slow),
-    pytest.param(*SMAX, "same_step", LIMIT, 60, id="smax-time_limit-gamma", marks=pytest.mark.slow),
+    pytest.param(*SMAX, "next_step", (), 120, id="smax-next_step", marks=MATRIX),
+    pytest.param(*SMAX, "one_episode", (), 120, id="smax-one_episode", marks=MATRIX),
+    pytest.param(*SMAX, "fast", (), 120, id="smax-fast", marks=MATRIX),
+    pytest.param(*SMAX, "same_step", (("resets_per_step", 1),), 120, id="smax-optimistic", marks=MATRIX),
+    pytest.param(*SMAX, "same_step", LIMIT, 60, id="smax-time_limit-gamma", marks=MATRIX),
     pytest.param(*BOX, "same_step", (), 60, id="box_mpe-same_step"),
-    pytest.param(*BOX, "next_step", (), 60, id="box_mpe-next_step", marks=pytest.mark.slow),
+    pytest.param(*BOX, "next_step", (), 60, id="box_mpe-next_step", marks=MATRIX),
 ]
 
 
