@@ -11,13 +11,15 @@ the bottom (DESIGN.md, "The house"; docs/contributing.md draws the tree):
 1. ``envs/``: the adapters (an adapter writes into row views; it knows nothing of
    stepping loops or backends). Inside ``envs/``: ``extras`` at the bottom, the families
    above it, the ``registry`` (which turns raw envs into adapters) above the families;
-2. ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them; they wrap users'
+2. ``jax/``: the functional form of the JAX families (``marl_vec.jax``), beside ``vec/`` and
+   below it: ``core/`` and the JaxMARL family's model and kernel, never a backend;
+3. ``vec/``: the backends, ``vec/subproc/`` and ``vec/ray/`` among them; they wrap users'
    env_fns into adapter factories (``envs.registry.adapter_fns``) for the core's loop;
-3. ``compat/``: the faces; ``tools/rollout``, ``tools/episode_runner`` and ``tools/progress``
+4. ``compat/``: the faces; ``tools/rollout``, ``tools/episode_runner`` and ``tools/progress``
    drive a VecEnv the same way;
-4. ``tools/``: config, render, plots, the tuner, and the faces built from configs
+5. ``tools/``: config, render, plots, the tuner, and the faces built from configs
    (``compat/benchmarl``, ``compat/pymarl/``); then ``tools/cli``;
-5. the package itself (``marl_vec/__init__.py``, ``__main__``).
+6. the package itself (``marl_vec/__init__.py``, ``__main__``).
 
 A module may import its own layer or lower ones, with no exceptions in ``core/``. Outside
 ``envs/`` only its face is used (``marl_vec.envs``, ``envs.registry``, ``envs.extras``):
@@ -45,6 +47,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      # the group's loop over results on a device (torch: device_outputs/device_group; JAX: jax_device)
      "marl_vec.core.device_outputs", "marl_vec.core.device_group", "marl_vec.core.jax_device"),
     ("marl_vec.envs",),
+    # marl_vec.jax: the functional form of the JAX families (DESIGN.md, turn 5), beside vec/ and
+    # listed just below it, so that a backend import from it is a violation. It uses core/ and,
+    # alone outside envs/, the JaxMARL family's pure model and kernel (JAX_MAY_IMPORT below).
+    ("marl_vec.jax",),
     ("marl_vec.vec",),
     ("marl_vec.compat", "marl_vec.tools.rollout", "marl_vec.tools.episode_runner", "marl_vec.tools.progress"),
     # compat.benchmarl: a BenchMARL task made from a marl_vec config, so beside config;
@@ -65,6 +71,10 @@ REMOVED_PATHS: dict[str, str] = {
     "marl_vec.compat.pymarl_env": "marl_vec.compat.pymarl.env",
     "marl_vec.envs.base": "marl_vec.core.adapter",
 }
+# The modules of envs/ that marl_vec.jax may import beyond the envs face: the JaxMARL family's
+# model (spec, view) and its per-env pure functions (the one kernel of both forms), never its engine.
+JAX_MAY_IMPORT = {"marl_vec.envs.jaxmarl.model", "marl_vec.envs.jaxmarl.functions", "marl_vec.envs.jaxmarl.kernels",
+                  "marl_vec.envs.jaxmarl.views", "marl_vec.envs.jaxmarl.catalog"}
 TOP_LEVEL = {"marl_vec", "marl_vec.__main__"}
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.registry", "marl_vec.envs.extras"}
 ENVS_BOTTOM = {"marl_vec.envs.extras"}
@@ -188,7 +198,8 @@ def violations(graph: dict[str, dict[str, int]]) -> dict[tuple[str, str], str]:
             where = f"{src} line {line} imports {dst}"
             if layer_of(dst) > layer_of(src):
                 found[(src, dst)] = f"{where}: layer {layer_of(src)} imports layer {layer_of(dst)}"
-            elif dst.startswith("marl_vec.envs.") and not src.startswith("marl_vec.envs") and dst not in ENVS_FACE:
+            elif (dst.startswith("marl_vec.envs.") and not src.startswith("marl_vec.envs") and dst not in ENVS_FACE
+                  and not (src.startswith("marl_vec.jax") and dst in JAX_MAY_IMPORT)):
                 found[(src, dst)] = f"{where}: outside envs/ only {sorted(ENVS_FACE)} may be imported"
             elif src.startswith("marl_vec.envs.") and dst.startswith("marl_vec.envs") and envs_level(dst) > envs_level(src):
                 found[(src, dst)] = f"{where}: inside envs/ extras < families < registry"
@@ -235,7 +246,7 @@ def test_the_checker_finds_an_upward_import(tmp_path):
     graph = import_graph(pkg)
     assert cycles(graph) == [["marl_vec.envs.gym", "marl_vec.vec.dummy"]]
     assert violations(graph) == {
-        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 5 imports layer 6",
+        ("marl_vec.envs.gym", "marl_vec.vec.dummy"): "marl_vec.envs.gym line 4 imports marl_vec.vec.dummy: layer 5 imports layer 7",
         ("marl_vec.vec.dummy", "marl_vec.envs.gym"):
             "marl_vec.vec.dummy line 1 imports marl_vec.envs.gym: outside envs/ only "
             "['marl_vec.envs', 'marl_vec.envs.extras', 'marl_vec.envs.registry'] may be imported",
@@ -275,7 +286,17 @@ def test_env_families_import_require_from_extras_not_the_registry(module):
 
 # -- the folders are the layers --------------------------------------------------
 
-FOLDERS = ("core", "envs", "vec", "compat", "tools")
+FOLDERS = ("core", "envs", "jax", "vec", "compat", "tools")
+
+
+def test_marl_vec_jax_imports_no_backend_and_of_envs_only_the_jaxmarl_model_and_kernel():
+    graph = marl_vec_graph()
+    jax_modules = [m for m in graph if m == "marl_vec.jax" or m.startswith("marl_vec.jax.")]
+    assert len(jax_modules) >= 4
+    for module in jax_modules:
+        for dep in graph[module]:
+            assert dep.startswith(("marl_vec.jax", "marl_vec.core")) or dep in JAX_MAY_IMPORT, f"{module} imports {dep}"
+            assert not dep.startswith(("marl_vec.vec", "marl_vec.core.group")), f"{module} imports {dep}"
 
 
 def test_every_module_lives_in_a_layer_folder():
