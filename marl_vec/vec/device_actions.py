@@ -19,14 +19,41 @@ May import: numpy, torch and jax (lazily), ``marl_vec.core.spec``, ``marl_vec.ve
 
 from __future__ import annotations
 
+import contextlib
 import types
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from marl_vec.core.spec import ContinuousAction, DiscreteAction
 from marl_vec.vec.actions import ActionWriter
 from marl_vec.vec.device_arrays import host_array
+
+
+@contextlib.contextmanager
+def device_masks_on_host(venv: Any, out: Any) -> Iterator[None]:
+    """While the block runs, the host buffers' ``avail_actions`` and ``agent_mask`` hold the
+    device's current ones, and numpy mode's checks read them; then the host rows are put back.
+
+    The device path keeps the current masks on the device only: numpy actions checked against
+    the host rows as they are would be judged by the masks of the last host write (a stale
+    reset's), and an action unavailable now would pass.
+    """
+    if not venv.validate:
+        yield
+        return
+    buffers = venv.buffers
+    pairs = [(buffers.agent_mask, out.agent_mask)]
+    if buffers.avail_actions is not None and out.avail_actions is not None:
+        pairs.append((buffers.avail_actions, out.avail_actions))
+    kept = [(host, host.copy()) for host, _ in pairs]
+    try:
+        for host, current in pairs:
+            host[...] = host_array(current)
+        yield
+    finally:
+        for host, value in kept:
+            host[...] = value
 
 
 class DeviceActions:
@@ -54,7 +81,8 @@ class DeviceActions:
         torch, out = self.torch, self.out
         if not isinstance(actions, torch.Tensor):  # numpy or JAX: numpy's path, then one copy up
             venv = self.venv
-            ActionWriter._write_actions(venv, host_array(actions))
+            with device_masks_on_host(venv, out):
+                ActionWriter._write_actions(venv, host_array(actions))
             self.upload(venv.buffers.actions)
             return
         if actions.device != self.device and actions.device.type != "cpu":
@@ -143,7 +171,8 @@ class JaxDeviceActions:
             actions = torch_to_jax(actions.detach().resolve_conj().resolve_neg().contiguous())
         elif not isinstance(actions, jax.Array):  # numpy: numpy's path, then one copy to the device
             venv = self.venv
-            ActionWriter._write_actions(venv, host_array(actions))
+            with device_masks_on_host(venv, self.out):
+                ActionWriter._write_actions(venv, host_array(actions))
             self.upload(venv.buffers.actions)
             return
         devices = actions.devices()
@@ -194,13 +223,5 @@ class JaxDeviceActions:
             refuse_non_integers(host, venv.spec.action)
         if not venv.validate:
             return
-        buffers = venv.buffers
-        saved = [(array, array.copy()) for array in (buffers.avail_actions, buffers.agent_mask) if array is not None]
-        try:
-            if buffers.avail_actions is not None and out.avail_actions is not None:
-                buffers.avail_actions[...] = np.asarray(out.avail_actions)
-            buffers.agent_mask[...] = np.asarray(out.agent_mask)
+        with device_masks_on_host(venv, out):
             venv._validate(host)
-        finally:
-            for array, value in saved:
-                array[...] = value

@@ -34,7 +34,7 @@ from marl_vec.core.device_outputs import DeviceOutputs
 from marl_vec.core.group import EnvFinishedError, EnvGroup
 from marl_vec.core.jax_device import JaxDeviceGroup, JaxOutputs
 from marl_vec.vec.base import VecEnv, check_backend_args
-from marl_vec.vec.device_actions import DeviceActions, JaxDeviceActions
+from marl_vec.vec.device_actions import DeviceActions, JaxDeviceActions, device_masks_on_host
 from marl_vec.vec.device_arrays import (FIELDS, DeviceArrays, host_array, is_host_device, jax_default_device,
                                         parse_array_backend, same_device)
 from marl_vec.vec.pool import AsyncPool, PoolStepResult
@@ -232,18 +232,8 @@ class DummyVecEnv(AsyncPool, VecEnv):
         if self._device_group is None:
             super()._write_action_rows(actions, env_ids)
             return
-        buf, out = self.buffers, self._device_arrays.outputs
-        saved = [(buf.agent_mask, host_array(out.agent_mask))]
-        if buf.avail_actions is not None and out.avail_actions is not None:
-            saved.append((buf.avail_actions, host_array(out.avail_actions)))
-        kept = [(array, array.copy()) for array, _ in saved]  # the host rows as the device path keeps them
-        try:
-            for array, current in saved:
-                array[...] = current
+        with device_masks_on_host(self, self._device_arrays.outputs):
             super()._write_action_rows(actions, env_ids)
-        finally:
-            for array, value in kept:
-                array[...] = value
 
     def _pool_rows(self, ids: np.ndarray, infos: list[dict[str, Any]]) -> PoolStepResult:
         """`recv`'s rows in the batch's array type: from the device outputs on the device path,

@@ -372,3 +372,26 @@ def test_a_device_other_than_jaxs_default_holds_the_block_and_the_results():
     done = subprocess.run([sys.executable, "-c", OFF_DEFAULT], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) >= 2 * K
+
+
+@pytest.mark.parametrize("array_backend", ["jax", "torch"])
+def test_numpy_actions_are_checked_against_the_devices_current_avail(array_backend):
+    """numpy actions on the device path meet the masks of now, not the host rows (which the device
+    path does not keep): an unavailable action of a live agent is refused with numpy mode's message,
+    at the reset and after steps; a legal one goes through. (They were taken silently.)"""
+    fns = _fns("smax_3m")
+    rng = np.random.default_rng(0)
+    with mv.DummyVecEnv(fns, env_seed=0) as host, mv.DummyVecEnv(fns, env_seed=0, array_backend=array_backend) as dev:
+        r = host.reset()
+        dev.reset()
+        for step in range(12):
+            legal = np.array([[rng.choice(np.flatnonzero(a)) for a in env] for env in r.avail_actions])
+            if step % 4 == 0:
+                env, agent = map(int, np.argwhere(r.agent_mask & ~r.avail_actions.all(-1))[0])
+                bad = legal.copy()
+                bad[env, agent] = int(np.flatnonzero(~r.avail_actions[env, agent])[0])
+                expected = _message(host, bad)
+                assert "available" in expected, expected
+                assert _message(dev, bad) == expected
+            r, d = host.step(legal), dev.step(legal)
+            np.testing.assert_array_equal(_numpy(d.obs), r.obs)  # a refused step stepped nothing
