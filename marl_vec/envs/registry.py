@@ -26,12 +26,18 @@ from marl_vec.envs.base import MultiAgentEnv
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
 from marl_vec.core.errors import SetupError
 
-__all__ = ["FAMILIES", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "as_adapter", "family",
+__all__ = ["FAMILIES", "EnvOptionValueError", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "as_adapter", "family",
            "make_env", "make_env_fn", "require"]
 
 
 class EnvOptionsError(SetupError, TypeError):
-    """The env refused an option of ``env.kwargs`` (a misspelt or unknown keyword)."""
+    """The env refused an option of ``env.kwargs`` (a misspelt or unknown keyword), or the
+    value given to one (``N='x'`` where the env wants an int)."""
+
+
+class EnvOptionValueError(EnvOptionsError, ValueError):
+    """The env raised a ValueError on the value given to an option of ``env.kwargs``: still a
+    ValueError, for code that caught the env's own, and an [`EnvOptionsError`][marl_vec.envs.registry.EnvOptionsError]."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ def make_env(family_name: str, env_id: str, **kwargs: Any) -> MultiAgentEnv:
         if culprits is None:
             raise
         given = ", ".join(f"{k}={kwargs[k]!r} ({_a(type(kwargs[k]).__name__)})" for k in culprits)
-        raise EnvOptionsError(
+        raise (EnvOptionValueError if isinstance(exc, ValueError) else EnvOptionsError)(
             f"{family_name} env {env_id!r} refused env.kwargs {given}: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
         if _unknown_gymnasium_id(exc):

@@ -205,3 +205,11 @@ def test_a_failure_with_the_defaults_too_keeps_its_traceback(monkeypatch):
     with pytest.raises(ValueError) as info:
         make_env("gym", "CartPole-v1", max_episode_steps="x")
     assert type(info.value) is ValueError
+
+
+def test_a_refused_value_stays_a_value_error():
+    """An env's own ValueError on a given value is renamed and stays a ValueError (code catching it keeps working)."""
+    with pytest.raises(ValueError, match=r"^meltingpot env 'coins' refused env.kwargs max_episode_steps=0 \(an int\): "
+                                         r"ValueError: meltingpot max_episode_steps must be an int >= 1, not 0$") as info:
+        make_env("meltingpot", "coins", max_episode_steps=0)
+    assert isinstance(info.value, EnvOptionsError) and isinstance(info.value, SetupError)
