@@ -68,3 +68,20 @@ DESELECTED: list[str] = []
 
 def pytest_deselected(items):
     DESELECTED.extend(item.nodeid for item in items)
+
+
+# Ray's second transport in the cross-backend matrices is in the long tier: a Ray row costs
+# 10-40 s on 2 cores (actors start), and the `ray-auto` row of the same test keeps Ray in the
+# default selection; the `ray` transport's own tests (tests/backends/test_ray*.py) and the
+# fuzzer over both transports (tests/fuzz) stay there too.
+LONG_TIER_BACKENDS = {"ray-ray"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or item.path.name.startswith("test_ray") or "fuzz" in item.path.parts:
+            continue
+        if any(isinstance(v, str) and v in LONG_TIER_BACKENDS for v in callspec.params.values()):
+            item.add_marker(pytest.mark.matrix)
