@@ -70,18 +70,23 @@ def pytest_deselected(items):
     DESELECTED.extend(item.nodeid for item in items)
 
 
-# Ray's second transport in the cross-backend matrices is in the long tier: a Ray row costs
-# 10-40 s on 2 cores (actors start), and the `ray-auto` row of the same test keeps Ray in the
-# default selection; the `ray` transport's own tests (tests/backends/test_ray*.py) and the
-# fuzzer over both transports (tests/fuzz) stay there too.
-LONG_TIER_BACKENDS = {"ray-ray"}
+# Ray rows of the cross-backend matrices are in the long tier where another row covers them: a
+# Ray row costs 10-40 s on 2 busy cores (actors start), over half of the default selection's
+# time before this rule. The backends layer keeps its `ray-auto` rows (the pool, faults and
+# interrupts on Ray), tests/backends/test_ray*.py all of theirs, and the fuzzer (tests/fuzz)
+# both transports; elsewhere (core, faces, families) the Ray rows, and everywhere the
+# `ray-ray` transport's rows, are `matrix`.
+def long_tier_backend_row(item: pytest.Item) -> bool:
+    """Whether ``item`` is a Ray row of a cross-backend matrix that the long tier runs."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or item.path.name.startswith("test_ray") or "fuzz" in item.path.parts:
+        return False
+    values = {v for v in callspec.params.values() if isinstance(v, str)}
+    return "ray-ray" in values or ("ray-auto" in values and "backends" not in item.path.parts)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is None or item.path.name.startswith("test_ray") or "fuzz" in item.path.parts:
-            continue
-        if any(isinstance(v, str) and v in LONG_TIER_BACKENDS for v in callspec.params.values()):
+        if long_tier_backend_row(item):
             item.add_marker(pytest.mark.matrix)
