@@ -1,5 +1,6 @@
-"""Hypothesis profiles: ``ci`` (the default: bounded, for every run of the suite) and
-``long`` (10,000 examples per test: ``pytest --hypothesis-profile=long tests/fuzz``).
+"""Hypothesis profiles: ``short`` (the default: 25 examples per test, for README's test command),
+``ci`` (200: .ci/run's long pass, ``pytest -m "slow or matrix or fuzz" --hypothesis-profile=ci``)
+and ``long`` (10,000 examples per test: ``pytest --hypothesis-profile=long tests/fuzz``).
 
 A test that sets its own ``max_examples`` keeps it under either profile.
 
@@ -22,6 +23,12 @@ if settings is not None:
     # No explain phase: on a stateful test it reruns the failing case hundreds of times (minutes).
     PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
     SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    # The short profile: enough for every rule of each machine to run in the default selection
+    # (a share of it per backend: a Ray or worker batch costs seconds); the ci profile's 200 in CI.
+    SHORT_EXAMPLES = 25
+    settings.register_profile(
+        "short", max_examples=SHORT_EXAMPLES, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
+    )
     settings.register_profile(
         "ci", max_examples=200, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
     )
@@ -30,7 +37,7 @@ if settings is not None:
     settings.register_profile(
         "long", max_examples=LONG_EXAMPLES, deadline=None, phases=PHASES, suppress_health_check=SUPPRESSED
     )
-    settings.load_profile("ci")
+    settings.load_profile("short")  # --hypothesis-profile=NAME (the hypothesis plugin) loads another
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -52,3 +59,34 @@ def sigint_raises():
 
     with python_sigint():
         yield
+
+
+# The tests this session deselected (by -m, -k, --deselect), counted for
+# tests/project/test_doc_counts.py, which checks the test counts the docs state.
+DESELECTED: list[str] = []
+
+
+def pytest_deselected(items):
+    DESELECTED.extend(item.nodeid for item in items)
+
+
+# Ray rows of the cross-backend matrices are in the long tier where another row covers them: a
+# Ray row costs 10-40 s on 2 busy cores (actors start), over half of the default selection's
+# time before this rule. The backends layer keeps its `ray-auto` rows (the pool, faults and
+# interrupts on Ray), tests/backends/test_ray*.py all of theirs, and the fuzzer (tests/fuzz)
+# both transports; elsewhere (core, faces, families) the Ray rows, and everywhere the
+# `ray-ray` transport's rows, are `matrix`.
+def long_tier_backend_row(item: pytest.Item) -> bool:
+    """Whether ``item`` is a Ray row of a cross-backend matrix that the long tier runs."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or item.path.name.startswith("test_ray") or "fuzz" in item.path.parts:
+        return False
+    values = {v for v in callspec.params.values() if isinstance(v, str)}
+    return "ray-ray" in values or ("ray-auto" in values and "backends" not in item.path.parts)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if long_tier_backend_row(item):
+            item.add_marker(pytest.mark.matrix)

@@ -102,8 +102,10 @@ def import_substrate() -> ModuleType:
 
 
 def substrates() -> tuple[str, ...]:
-    """The names of every substrate (49 in dm-meltingpot 2.4.1)."""
-    return tuple(import_substrate().SUBSTRATES)
+    """The names of every substrate (49 in dm-meltingpot 2.4.1), sorted: Melting Pot keeps them in a
+    frozenset, whose order changes from one process to the next (pytest-xdist's workers must
+    collect the same tests in the same order)."""
+    return tuple(sorted(import_substrate().SUBSTRATES))
 
 
 def _scenario_substrate(name: str) -> str | None:

@@ -27,12 +27,18 @@ from marl_vec.core.errors import SetupError
 from marl_vec.core.state import WithState
 from marl_vec.envs.extras import MissingExtraError, UnknownEnvError, require
 
-__all__ = ["FAMILIES", "AdapterFn", "EnvOptionsError", "Family", "MissingExtraError", "UnknownEnvError", "adapter_fns",
-           "as_adapter", "family", "make_env", "make_env_fn", "require"]
+__all__ = ["FAMILIES", "AdapterFn", "EnvOptionValueError", "EnvOptionsError", "Family", "MissingExtraError",
+           "UnknownEnvError", "adapter_fns", "as_adapter", "family", "make_env", "make_env_fn", "require"]
 
 
 class EnvOptionsError(SetupError, TypeError):
-    """The env refused an option of ``env.kwargs`` (a misspelt or unknown keyword)."""
+    """The env refused an option of ``env.kwargs`` (a misspelt or unknown keyword), or the
+    value given to one (``N='x'`` where the env wants an int)."""
+
+
+class EnvOptionValueError(EnvOptionsError, ValueError):
+    """The env raised a ValueError on the value given to an option of ``env.kwargs``: still a
+    ValueError, for code that caught the env's own, and an [`EnvOptionsError`][marl_vec.envs.registry.EnvOptionsError]."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +106,47 @@ def make_env(family_name: str, env_id: str, **kwargs: Any) -> MultiAgentEnv:
         return getattr(module, fam.factory)(env_id, **kwargs)
     except SetupError:
         raise
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         refused = [k for k in kwargs if re.search(rf"(?<!\w){re.escape(k)}(?!\w)", str(exc))]
-        if not refused:  # not about the options: a bug, whose traceback matters
+        if refused and isinstance(exc, TypeError):  # "got an unexpected keyword argument 'NN'"
+            raise EnvOptionsError(
+                f"{family_name} env {env_id!r} does not take env.kwargs {', '.join(refused)}: {exc}") from exc
+        # A value the env refused deep inside (mpe2's N='x': "'str' object cannot be interpreted as
+        # an integer"), if the env builds without it; else a bug or a bad id, whose traceback matters.
+        culprits = _refused_values(fam, env_id, kwargs)
+        if culprits is None:
             raise
-        raise EnvOptionsError(f"{family_name} env {env_id!r} does not take env.kwargs {', '.join(refused)}: {exc}") from exc
+        given = ", ".join(f"{k}={kwargs[k]!r} ({_a(type(kwargs[k]).__name__)})" for k in culprits)
+        raise (EnvOptionValueError if isinstance(exc, ValueError) else EnvOptionsError)(
+            f"{family_name} env {env_id!r} refused env.kwargs {given}: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
         if _unknown_gymnasium_id(exc):
             raise UnknownEnvError(f"no env {env_id!r} in gymnasium's registry: {exc}") from exc
         raise
+
+
+def _refused_values(fam: Family, env_id: str, kwargs: dict[str, Any]) -> list[str] | None:
+    """The given options to blame for a failed build: the one without which the env builds (the
+    first such, in the order given), else all of them if it builds with none; None if it fails
+    without them too (they are not the cause). Only called once a build failed: it builds again."""
+    if not kwargs:
+        return None
+    factory = getattr(importlib.import_module(fam.module), fam.factory)
+    trials = [[k] for k in kwargs] if len(kwargs) > 1 else []
+    for culprits in [*trials, list(kwargs)]:
+        try:
+            env = factory(env_id, **{k: v for k, v in kwargs.items() if k not in culprits})
+        except Exception:  # any failure: without these options it fails too, so they are not the cause
+            continue
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+        return culprits
+    return None
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
 def _unknown_gymnasium_id(exc: Exception) -> bool:

@@ -265,23 +265,29 @@ def cmd_list(args: argparse.Namespace) -> int:
         missing = needs.missing()
         return "ready" if not missing else "missing: " + ", ".join(missing)
 
-    print("env families (which ids need which extra: pip install 'marl_vec[EXTRA]'; here: ready or what is missing):")
-    for fam in FAMILIES.values():
-        print(f"  {fam.name:<11} {fam.makes}")
-        for needs in (n for n in NEEDS if n.family == fam.name):
-            print(f"      {needs.ids:<52} {needs.install_hint():<21} {status(needs)}")
-            if needs.then:
-                print(f"          then: {needs.then}")
-    print("shipped configs:")
+    configs = []
     for name in shipped_configs():
-        default = "  (default)" if name == DEFAULT_CONFIG else ""
         try:
             cfg = load_config(resolve_config_path(name))
             needs = needs_for(cfg.env.family, cfg.env.id)
         except ConfigError:
             needs = None
-        hint = f"{needs.install_hint():<21} {status(needs)}" if needs else ""
-        print(f"  {name + default:<36} {hint}".rstrip())
+        configs.append((name + ("  (default)" if name == DEFAULT_CONFIG else ""), needs))
+    # Each column as wide as its longest entry (a long config name must not push its row's columns).
+    ids_width = max(len(n.ids) for n in NEEDS)
+    hint_width = max(len(n.install_hint()) for n in NEEDS)
+    name_width = max(len(name) for name, _ in configs)
+    print("env families (which ids need which extra: pip install 'marl_vec[EXTRA]'; here: ready or what is missing):")
+    for fam in FAMILIES.values():
+        print(f"  {fam.name:<11} {fam.makes}")
+        for needs in (n for n in NEEDS if n.family == fam.name):
+            print(f"      {needs.ids:<{ids_width}}  {needs.install_hint():<{hint_width}}  {status(needs)}".rstrip())
+            if needs.then:
+                print(f"          then: {needs.then}")
+    print("shipped configs:")
+    for name, needs in configs:
+        hint = f"{needs.install_hint():<{hint_width}}  {status(needs)}" if needs else ""
+        print(f"  {name:<{name_width}}  {hint}".rstrip())
     return 0
 
 

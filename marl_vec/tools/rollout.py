@@ -71,6 +71,8 @@ class RolloutSummary:
     episodes: int
     statistics: dict[str, float]
     returns: list[float] = field(default_factory=list)  # every finished episode's team return, in order
+    steps: int | None = None  # batched steps run (env_steps / num_envs)
+    episode_limit: int | None = None  # the env's (spec.episode_limit), to say why no episode ended
 
     @property
     def steps_per_second(self) -> float:
@@ -83,11 +85,19 @@ class RolloutSummary:
         longest = max((len(f"mean {key}") for key in self.statistics if key != "episodes"), default=0)
         return max(17, longest + 2)
 
+    def _why_none(self) -> str:
+        """Why a summary with no episode has no return line: the run was shorter than an episode."""
+        if self.episodes or self.steps is None:
+            return ""
+        limit = (f"the episode limit is {self.episode_limit:,} steps" if self.episode_limit
+                 else "the env sets no episode limit")
+        return f"  (no episode ended within the {self.steps:,} steps run; {limit})"
+
     def lines(self) -> list[str]:
         w = self.width
         out = [
             f"{'env-steps/s':<{w}}{self.steps_per_second:,.0f}  ({self.env_steps} env-steps in {self.seconds:.2f} s)",
-            f"{'episodes':<{w}}{self.episodes}",
+            f"{'episodes':<{w}}{self.episodes}{self._why_none()}",
         ]
         for key, value in self.statistics.items():
             if key != "episodes":
@@ -148,4 +158,5 @@ def rollout(
 def _summary(venv: VecEnv, steps: int, start: float, returns: list[float]) -> RolloutSummary:
     seconds = time.perf_counter() - start
     stats = venv.episode_statistics()
-    return RolloutSummary(steps * venv.num_envs, seconds, int(stats.get("episodes", 0)), stats, returns)
+    return RolloutSummary(steps * venv.num_envs, seconds, int(stats.get("episodes", 0)), stats, returns, steps,
+                          venv.spec.episode_limit)

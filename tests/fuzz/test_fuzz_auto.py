@@ -8,6 +8,9 @@ from hypothesis import settings
 from tests.fuzz.auto_backend import CHOICES, AutoCache
 from tests.fuzz.turn_machine import turn_test
 
+# Runs at the short Hypothesis profile by default and again at the ci profile in .ci/run's long pass.
+pytestmark = pytest.mark.fuzz
+
 CACHES = {name: AutoCache(name) for name in CHOICES}
 
 

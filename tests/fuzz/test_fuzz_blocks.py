@@ -6,6 +6,9 @@ from hypothesis import settings
 
 from tests.fuzz.block_machine import BlockCache, block_test
 
+# Runs at the short Hypothesis profile by default and again at the ci profile in .ci/run's long pass.
+pytestmark = pytest.mark.fuzz
+
 CACHE = BlockCache()
 
 

@@ -17,6 +17,9 @@ from tests.fuzz.harness import VenvCache, arm
 from tests.fuzz.machine import fuzz_test
 from tests.fuzz.turn_machine import TurnCache, turn_test
 
+# Runs at the short Hypothesis profile by default and again at the ci profile in .ci/run's long pass.
+pytestmark = pytest.mark.fuzz
+
 pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'marl_vec[ray]'")
 
 CACHES = {"ray-auto": VenvCache("ray-auto"), "ray-ray": VenvCache("ray-ray")}

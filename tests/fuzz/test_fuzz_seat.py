@@ -8,6 +8,9 @@ pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed:
 
 from tests.fuzz.seat_machine import SeatCache, seat_test
 
+# Runs at the short Hypothesis profile by default and again at the ci profile in .ci/run's long pass.
+pytestmark = pytest.mark.fuzz
+
 CACHES = {name: SeatCache(name) for name in ("dummy", "subproc")}
 
 

@@ -6,6 +6,9 @@ from hypothesis import settings
 
 from tests.fuzz.turn_machine import TurnCache, turn_test
 
+# Runs at the short Hypothesis profile by default and again at the ci profile in .ci/run's long pass.
+pytestmark = pytest.mark.fuzz
+
 CACHES = {name: TurnCache(name) for name in ("dummy", "subproc", "subproc-main")}
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -51,6 +52,7 @@ import yaml
 
 from marl_vec.tools.config import load_config, resolve_config_path
 from marl_vec.tools.env_extras import sc2_path
+from tests.helpers.shown_values import RUNNER, matches, shown_values
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -200,11 +202,29 @@ def test_python_block_runs(block: Block, workdir: Path):
     bare = bare_expressions(block.text)
     assert not bare, (f"{block.at}: bare expression(s) on block line(s) {bare} print nothing when run "
                       "as a script; wrap them in print()")
+    shown = shown_values(block.text)
+    unprinted = [f"line {s.line}: {s.value}" for s in shown if not s.lines]
+    assert not unprinted, (f"{block.at}: shown value(s) on a line that prints nothing ({'; '.join(unprinted)}): "
+                           "print() the value, or mark it as an example with `# e.g. ...`")
     script = workdir.parent / f"block_{block.line}.py"  # beside the working directory, which stays empty
     script.write_text(block.text + "\n")
-    out = _run([sys.executable, str(script)], workdir, block.at)
+    args = [sys.executable, str(script)]
+    if shown:  # run through the runner that records what each line printed
+        runner, record = workdir.parent / "shown_runner.py", workdir.parent / f"printed_{block.line}.json"
+        runner.write_text(RUNNER)
+        args = [sys.executable, str(runner), str(script), str(record)]
+    out = _run(args, workdir, block.at)
     assert out.returncode == 0, (f"{block.at} ({block.heading}) failed with exit code "
                                  f"{out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}")
+    if shown:
+        printed = {int(line): text for line, text in json.loads(record.read_text()).items()}
+        wrong = []
+        for s in shown:
+            got = next((printed[n] for n in s.lines if n in printed), None)
+            if got is None or not matches(s.value, got):
+                wrong.append(f"line {s.line} shows {s.value!r} but " +
+                             ("its print never ran" if got is None else f"printed {got.rstrip()!r}"))
+        assert not wrong, f"{block.at}: " + "; ".join(wrong)
 
 
 def marl_vec_commands(text: str) -> list[str]:
@@ -321,3 +341,22 @@ def test_a_block_runs_in_an_empty_directory(workdir):
     block = Block("python", "docs/x.md", 3, "Example",
                   "import os\nassert os.listdir('.') == [], os.listdir('.')\nassert not os.path.exists('configs')")
     test_python_block_runs(block, workdir)
+
+
+def test_a_wrong_shown_value_fails(workdir):
+    """A value shown in a comment is compared with what its print printed (device_arrays.md once
+    showed (8, 3, 16) for vmas/balance's 4 agents); a right one passes."""
+    text = "import numpy as np\nx = np.zeros((8, 4, 16))\nprint(x.shape)  # (8, 3, 16): 3 agents\n"
+    block = Block("python", "docs/x.md", 7, "Example", text)
+    with pytest.raises(AssertionError, match=r"^docs/x.md:7: line 3 shows '\(8, 3, 16\)' but printed '\(8, 4, 16\)'\n"):
+        test_python_block_runs(block, workdir)
+    right = Block("python", "docs/x.md", 7, "Example", text.replace("(8, 3, 16)", "(8, 4, 16)"))
+    test_python_block_runs(right, workdir)
+
+
+def test_a_shown_value_that_is_not_printed_fails(workdir):
+    """``type(r.obs)  # torch.Tensor, shape (8, 3, 16)`` shows a value a script never prints."""
+    block = Block("python", "docs/x.md", 7, "Example", "x = (8, 4, 16)\ntype(x)  # torch.Tensor, shape (8, 3, 16)\n")
+    with pytest.raises(AssertionError, match=r"docs/x.md:7: shown value\(s\) on a line that prints nothing "
+                                             r"\(line 2: torch.Tensor, shape \(8, 3, 16\)\)"):
+        test_python_block_runs(block, workdir)

@@ -33,3 +33,30 @@ def test_the_pictures_extra_is_light():
     assert _requirement_names("pictures") == ["matplotlib", "pillow"]
     assert set(_requirement_names("pictures")) <= set(_requirement_names("examples"))
     assert set(_requirement_names("pictures")) <= set(_requirement_names("test"))
+
+
+def _section(page: Path, heading: str) -> str:
+    """The text of a page's ``## heading`` section, up to the next ``## `` heading."""
+    text = page.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else len(text)]
+
+
+def test_getting_started_lists_every_extra_setup_cfg_has():
+    """The Extras table of docs/getting_started.md names each extra of setup.cfg, and no other."""
+    rows = [line for line in _section(ROOT / "docs" / "getting_started.md", "Extras").splitlines()
+            if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`([\w-]+)`", row.split("|")[1])}
+    extras = set(_setup_cfg()["options.extras_require"])
+    assert listed == extras, f"missing from the table: {sorted(extras - listed)}; not extras: {sorted(listed - extras)}"
+
+
+def test_getting_started_names_every_step_of_the_test_install():
+    """What `install_test_deps.sh` runs besides pip (the Football compile, pysc2, JAX, Melting Pot)
+    is named where getting_started says what the test command installs and how long it takes."""
+    script = (ROOT / "scripts" / "install" / "install_test_deps.sh").read_text()
+    steps = sorted(set(re.findall(r"scripts/[\w/]*install_\w+\.sh", script)))
+    assert len(steps) >= 4, steps
+    install = _section(ROOT / "docs" / "getting_started.md", "Install")
+    assert [s for s in steps if s not in install] == []

@@ -78,6 +78,31 @@ def test_list_says_which_envs_need_which_extra(capsys, monkeypatch):
     assert "gym/cartpole core install ready" in rows
 
 
+def test_list_columns_stay_aligned_past_long_names(capsys):
+    """Each table's install column starts at one position in every row, also after the longest
+    config name (meltingpot/prisoners_dilemma_in_the_matrix__arena) and id pattern."""
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    configs = out.split("shipped configs:\n")[1].splitlines()
+    assert any("prisoners_dilemma_in_the_matrix__arena" in line for line in configs)
+    needs = [line for line in out.split("shipped configs:\n")[0].splitlines()
+             if line.startswith("      ") and not line.strip().startswith("then:")]
+    for rows in (configs, needs):
+        starts = {re.search(r"(marl_vec\[|core install)", line).start() for line in rows
+                  if re.search(r"(marl_vec\[|core install)", line)}
+        assert len(starts) == 1, "\n".join(rows)
+        column = starts.pop()
+        assert all(line[column - 2:column] == "  " for line in rows if len(line) > column), "\n".join(rows)
+
+
+def test_run_says_why_no_episode_ended(capsys):
+    """Fewer steps than an episode lasts: the summary says no episode ended, and names the limit."""
+    assert main(["run", "--no-progress", "-o", "run.steps=10", "-o", "vec.num_envs=2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^episodes {9}0  \(no episode ended within the 10 steps run; "
+                     r"the episode limit is 25 steps\)$", out, re.M), out
+
+
 def test_bad_override_exits_2_with_the_reason(capsys):
     assert main(["run", "-o", "vec.backnd=subproc"]) == 2
     err = capsys.readouterr().err

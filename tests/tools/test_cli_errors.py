@@ -175,3 +175,41 @@ def test_a_bad_override_names_itself_not_the_shipped_file(capsys):
         "marl-vec: invalid override vec.num_envs=0 (applied to the shipped config mpe/simple_spread):",
         "  vec.num_envs: 0 is not allowed: Input should be greater than or equal to 1",
     ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_value_the_env_refuses_is_one_line(backend, capsys):
+    """``-o env.kwargs.N=x``: mpe2 raises its own TypeError deep inside (not naming N); it becomes one
+    line naming the env, the option and what was given, as every other config mistake does."""
+    assert main(["run", "--no-progress", "-o", "env.kwargs.N=x", "-o", f"vec.backend={backend}"]) == 2
+    assert _one_line(capsys) == ("marl-vec: pettingzoo env 'mpe2.simple_spread_v3' refused env.kwargs N='x' (a str): "
+                                 "TypeError: 'str' object cannot be interpreted as an integer")
+
+
+def test_of_several_options_the_refused_one_is_named():
+    """The option without which the env builds is named; the others given with it are not."""
+    with pytest.raises(EnvOptionsError) as info:
+        make_env("pettingzoo", "mpe2.simple_spread_v3", max_cycles=10, N=2.5, local_ratio=0.5)
+    assert str(info.value) == ("pettingzoo env 'mpe2.simple_spread_v3' refused env.kwargs N=2.5 (a float): "
+                               "TypeError: 'float' object cannot be interpreted as an integer")
+
+
+def test_a_failure_with_the_defaults_too_keeps_its_traceback(monkeypatch):
+    """When the env fails without the given options too, they are not to blame: the error stays as raised."""
+    import marl_vec.envs.gym as gym_family
+
+    def broken(env_id, **kwargs):
+        raise ValueError("the engine's table is corrupt")
+
+    monkeypatch.setattr(gym_family, "make_gym", broken)
+    with pytest.raises(ValueError) as info:
+        make_env("gym", "CartPole-v1", max_episode_steps="x")
+    assert type(info.value) is ValueError
+
+
+def test_a_refused_value_stays_a_value_error():
+    """An env's own ValueError on a given value is renamed and stays a ValueError (code catching it keeps working)."""
+    with pytest.raises(ValueError, match=r"^meltingpot env 'coins' refused env.kwargs max_episode_steps=0 \(an int\): "
+                                         r"ValueError: meltingpot max_episode_steps must be an int >= 1, not 0$") as info:
+        make_env("meltingpot", "coins", max_episode_steps=0)
+    assert isinstance(info.value, EnvOptionsError) and isinstance(info.value, SetupError)
