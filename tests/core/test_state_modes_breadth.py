@@ -31,7 +31,7 @@ FAST = {"atari/pong_2p", "classic/tictactoe", "football/academy_3_vs_1_with_keep
         "jax_mpe/simple_spread", "jaxmarl/overcooked", "lbf/8x8-2p-2f-coop", "magent2/battle", "mamujoco/ant_2x4",
         "meltingpot/collaborative_cooking__asymmetric", "mpe/simple_spread", "pettingzoo/pistonball",
         "rware/tiny-2ag", "sisl/multiwalker", "smax/3m", "vmas/balance"}
-CONFIGS = [name if name in FAST else pytest.param(name, marks=pytest.mark.matrix)
+CONFIGS = [name if name in FAST else pytest.param(name, marks=pytest.mark.exhaustive)
            for name in shipped_configs() if not name.startswith("sc2/")]  # SC2: the game is not installed here
 
 

@@ -38,12 +38,12 @@ def test_mabrax_hopper_equals_jaxmarl_by_hand():
     assert compare("hopper_3x1", SHORT, 45, "dummy") >= 2 * K  # two episode ends per env, final obs compared
 
 
-@pytest.mark.matrix
+@pytest.mark.exhaustive
 def test_mabrax_hopper_in_workers_equals_jaxmarl_by_hand():
     assert compare("hopper_3x1", SHORT, 25, "subproc") >= 2 * K
 
 
-@pytest.mark.matrix
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("env_id,kwargs,steps", MATRIX,
                          ids=[c[0] + ("-discrete" if "act_type" in c[1] else "") for c in MATRIX])
 def test_box_envs_equal_jaxmarl_by_hand(env_id, kwargs, steps):

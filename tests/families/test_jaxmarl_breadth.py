@@ -45,7 +45,7 @@ from marl_vec.envs.jaxmarl.catalog import (  # noqa: E402
 STEPS = 30
 FAST = ("smax/3m", "jax_mpe/simple_spread")  # compiled by tests/families/test_jaxmarl_parity.py's fast tests too
 # Not in the default selection (setup.cfg's addopts): `python -m pytest -m matrix tests/families/test_jaxmarl_breadth.py`.
-SLOW = (pytest.mark.slow, pytest.mark.matrix, pytest.mark.timeout(1800))
+SLOW = (pytest.mark.exhaustive, pytest.mark.timeout(1800))
 # Served only with discrete actions, which their defaults are not (catalog.SERVED's "*").
 KWARGS = {"MPE_simple_world_comm_v3": {"action_type": "Discrete"},
           # The kwargs of tests/families/test_jaxmarl_box.py, so that its functions are compiled once.

@@ -64,7 +64,7 @@ def params(process: bool) -> list:
     for c in CASES:
         fast = not process or (c.env_id in FAST and c.env_id not in seen)
         seen.add(c.env_id)
-        out.append(pytest.param(c, id=c.id, marks=() if fast else (pytest.mark.matrix,)))
+        out.append(pytest.param(c, id=c.id, marks=() if fast else (pytest.mark.exhaustive,)))
     return out
 
 

@@ -36,7 +36,7 @@ def _params() -> list:
     except ImportError:  # pragma: no cover - the extra is half installed
         return []
     assert HEAVY <= set(names)
-    return [pytest.param(n, id=n, marks=(pytest.mark.matrix,) if n in HEAVY else ()) for n in names]
+    return [pytest.param(n, id=n, marks=(pytest.mark.exhaustive,) if n in HEAVY else ()) for n in names]
 
 
 @pytest.mark.parametrize("name", _params())

@@ -31,7 +31,7 @@ SMAX = ("smax/3m", ())
 BOX = ("jax_mpe/simple_spread", (("action_type", "Continuous"),))
 LIMIT = (("gamma", 0.9), ("time_limit", 10))
 # Not in the default selection (setup.cfg's addopts): 17-31 s of compiling each, cold, at load 12-15.
-MATRIX = (pytest.mark.slow, pytest.mark.matrix)
+MATRIX = (pytest.mark.exhaustive,)
 
 CASES = [
     pytest.param(*MPE, "same_step", (), 60, id="mpe-same_step"),

@@ -85,7 +85,7 @@ def test_batch_equals_the_stateful_family_in_a_forkserver_worker():
     assert replay(SMAX, "subproc", num_workers=1, start_method="forkserver") > K
 
 
-@pytest.mark.matrix
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("case", [MPE, BOX], ids=["mpe", "box_mpe"])
 def test_batch_equals_the_stateful_family_in_spawned_workers(case):
     assert replay(case, "subproc", num_workers=2, start_method="spawn") > K

@@ -84,7 +84,7 @@ def _equal(mine, theirs, where: str) -> None:
 
 
 @pytest.mark.parametrize("env_id,steps", [("MPE_simple_spread_v3", 60),
-                                          pytest.param("smax/3m", 120, marks=(pytest.mark.slow, pytest.mark.matrix))])
+                                          pytest.param("smax/3m", 120, marks=(pytest.mark.exhaustive,))])
 def test_make_equals_jaxmarl_make_on_the_same_keys(env_id, steps):
     assert _run(env_id, steps) >= K
 
