@@ -1,5 +1,5 @@
 """Hypothesis profiles: ``short`` (the default: 25 examples per test, for README's test command),
-``ci`` (200: .ci/run's long pass, ``pytest -m "(slow or matrix or fuzz) and not exhaustive" --hypothesis-profile=ci``)
+``ci`` (200: ``pytest tests/fuzz --hypothesis-profile=ci`` before a change to a backend, the pool or EnvGroup)
 and ``long`` (10,000 examples per test: ``pytest --hypothesis-profile=long tests/fuzz``).
 
 A test that sets its own ``max_examples`` keeps it under either profile.
