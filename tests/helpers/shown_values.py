@@ -41,6 +41,10 @@ def _recording_print(*args, **kwargs):
         _print(*args, **{**kwargs, "file": text})
         printed.setdefault(frame.f_lineno, text.getvalue())
     _print(*args, **kwargs)
+# Named as the builtin it stands in for: numba (Tianshou's venv) registers print by looking it
+# up again as getattr(sys.modules[f.__module__], f.__name__) and fails on any other name.
+_recording_print.__name__ = _recording_print.__qualname__ = "print"
+_recording_print.__module__ = "builtins"
 builtins.print = _recording_print
 try:
     runpy.run_path(script, run_name="__main__")

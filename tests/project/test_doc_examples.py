@@ -360,3 +360,13 @@ def test_a_shown_value_that_is_not_printed_fails(workdir):
     with pytest.raises(AssertionError, match=r"docs/x.md:7: shown value\(s\) on a line that prints nothing "
                                              r"\(line 2: torch.Tensor, shape \(8, 3, 16\)\)"):
         test_python_block_runs(block, workdir)
+
+
+def test_the_recording_print_passes_for_the_builtin(workdir):
+    """Libraries that look print up again by its name and module (numba, in Tianshou's venv:
+    ``getattr(sys.modules[f.__module__], f.__name__) is f``) see the builtin's name; a block
+    importing numba once failed with "module '__main__' has no attribute '_recording_print'"."""
+    text = ("import builtins, sys\nf = builtins.print\n"
+            "assert getattr(sys.modules[f.__module__], f.__name__) is f, (f.__module__, f.__name__)\n"
+            "print(1)  # 1\n")
+    test_python_block_runs(Block("python", "docs/x.md", 7, "Example", text), workdir)
