@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 VALUE_START = re.compile(r"^(?:[(\[{'\"]|-?\d|True\b|False\b|None\b|torch\.|Tensor\b|tensor\(|array\()")
@@ -83,51 +84,40 @@ def shown_value(comment: str) -> str | None:
     scalar = SCALAR.match(text)
     if scalar and WORD.match(text[scalar.end():]):
         return None
-    depth, quote = 0, ""
-    for i, ch in enumerate(text):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and text[i:i + 2] in (": ", "; "):
+    for i, ch, depth in _unquoted(text):
+        if depth == 0 and text[i:i + 2] in (": ", "; "):
             return text[:i].rstrip()
     return text
 
 
-def _first_token(text: str) -> str:
-    """A comment's first token: a bracketed group (with its brackets), a quoted string or a word."""
+def _unquoted(text: str) -> Iterator[tuple[int, str, int]]:
+    """Each character outside quoted strings (quotes included), as (index, char, bracket depth
+    after it): the one scanner the comment, token and value ends share."""
     depth, quote = 0, ""
     for i, ch in enumerate(text):
         if quote:
             quote = "" if ch == quote else quote
-        elif ch in "'\"":
+            continue
+        if ch in "'\"":
             quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return text[:i + 1]
-        elif depth == 0 and ch == " ":
+            continue
+        depth += (ch in "([{") - (ch in ")]}")
+        yield i, ch, depth
+
+
+def _first_token(text: str) -> str:
+    """A comment's first token: a bracketed group (with its brackets), a quoted string or a word."""
+    for i, ch, depth in _unquoted(text):
+        if depth == 0 and ch in ")]}":
+            return text[:i + 1]
+        if depth == 0 and ch == " ":
             return text[:i]
     return text
 
 
 def _comment(line: str) -> str | None:
     """The comment of a source line (a ``#`` outside strings), or None."""
-    quote = ""
-    for i, ch in enumerate(line):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#":
-            return line[i + 1:]
-    return None
+    return next((line[i + 1:] for i, ch, _ in _unquoted(line) if ch == "#"), None)
 
 
 def shown_values(source: str) -> list[Shown]:
