@@ -96,7 +96,8 @@ def face_run(mode: str, discount: float | None = GAMMA, record_ori_obs: bool = T
     return env, acts, first, steps, face_first, face_steps
 
 
-@pytest.mark.parametrize("mode,discount", [("normal", GAMMA), ("envpool", GAMMA), ("disabled", None), ("fast", 1.0)])
+@pytest.mark.parametrize("mode,discount", [("normal", GAMMA), ("envpool", GAMMA), ("disabled", None),
+                                           pytest.param("fast", 1.0, marks=pytest.mark.slow)])  # fast: normal's ends
 def test_the_face_is_evorls_env_state_of_the_batch(mode, discount):
     env, _, first, steps, face_first, face_steps = face_run(mode, discount)
     terminated, truncated = ends(steps)
