@@ -160,6 +160,20 @@ def test_mavas_and_jumanjis_specs_hold_the_observations():
         one.action_spec.validate(np.array([0, 3, 1], np.int32))  # 3 actions: 3 is out of bounds
 
 
+def test_box_actions_and_smax_stats_take_mavas_layout():
+    """Traced only (no compile): Box MPE's all-ones action mask and bounded action spec, SMAX's stats."""
+    box = jumanji_env("jax_mpe/simple_spread", K, action_type="Continuous", global_state=True)
+    state, ts = jax.eval_shape(box.reset, jax.random.PRNGKey(0))
+    assert ts.observation.action_mask.shape == (K, 3, 5) and ts.observation.global_state.shape == (K, 3, 54)
+    assert box.action_dim == 5 and box.action_spec.shape == (3, 5) and box.time_limit == 25
+    _, ts1 = jax.eval_shape(box.step, state, jax.ShapeDtypeStruct((K, 3, 5), jnp.float32))
+    assert jax.tree.structure(ts1) == jax.tree.structure(ts)
+    smax = jumanji_env("smax/3m", K)
+    _, ts = jax.eval_shape(smax.reset, jax.random.PRNGKey(0))
+    assert sorted(ts.extras["env_metrics"]) == ["battle_won", "dead_allies", "dead_enemies", "won_episode"]
+    assert ts.observation.action_mask.shape == (K, 3, 8)
+
+
 def test_one_env_under_jumanjis_vmap_wrapper_plays_the_batch():
     """Mava's way: one env, vmapped; over keys env_keys(key, K) it plays the batch's K envs."""
     face = VmapWrapper(jumanji_env(ENV, time_limit=4))
