@@ -147,9 +147,9 @@ def test_bad_input_fails_naming_what_is_allowed():
     state = env.reset(jax.random.PRNGKey(SEED))
     with pytest.raises(AttributeError, match=r"no 'autoreset' .* it is there with autoreset_mode='envpool' "
                                              r"\(the batch's next_step\) only"):
-        state.info.autoreset
+        _ = state.info.autoreset
     with pytest.raises(AttributeError, match=r"no 'episode_return' .*it is there with a discount only"):
-        state.info.episode_return
+        _ = state.info.episode_return
     with pytest.raises(ValueError, match=r"actions keyed by \['agent_0'\]; expected one per agent: "
                                          r"\['agent_0', 'agent_1', 'agent_2'\]"):
         env.step(state, {"agent_0": jnp.zeros(K, jnp.int32)})

@@ -107,8 +107,9 @@ def assert_face_is(face_steps: list, expected: list) -> None:
             for name in want.observation._fields:
                 np.testing.assert_array_equal(getattr(got.observation, name), getattr(want.observation, name),
                                               err_msg=f"{where}: observation.{name}")
-                np.testing.assert_array_equal(getattr(got.extras["next_obs"], name),
-                                              getattr(want.extras["next_obs"], name), err_msg=f"{where}: next_obs.{name}")
+                mine, theirs = got.extras["next_obs"], want.extras["next_obs"]
+                np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name),
+                                              err_msg=f"{where}: next_obs.{name}")
             for x, y in zip(got.extras["real_next_obs"], got.extras["next_obs"], strict=True):
                 np.testing.assert_array_equal(x, y, err_msg=f"{where}: real_next_obs")
             if "episode_metrics" in want.extras:
@@ -140,7 +141,8 @@ def test_the_face_is_the_batch_as_jumanjis_timesteps(mode, options, global_state
     last = face_steps.step_type == jt.StepType.LAST
     # discount 0 where the episode terminated, 1 where it was truncated (Mava's wrapper: 0 on both)
     cut = np.concatenate([np.zeros((1, K, 3), bool), steps.truncated])
-    assert (face_steps.discount[last & cut.any(-1)] == 1).all() and (face_steps.discount[last & ~cut.any(-1)] == 0).all()
+    truncated_end, terminated_end = last & cut.any(-1), last & ~cut.any(-1)
+    assert (face_steps.discount[truncated_end] == 1).all() and (face_steps.discount[terminated_end] == 0).all()
     if mode == "next_step":  # dm_env's order: the step after LAST is FIRST
         after = np.flatnonzero(last[:-1].ravel())
         assert (face_steps.step_type[1:].ravel()[after] == jt.StepType.FIRST).all()
@@ -202,7 +204,8 @@ def test_jumanjis_auto_reset_wrapper_over_an_env_that_never_resets():
         assert 1 <= end < acts.shape[0]
         for name in ("step_type", "reward", "discount"):
             np.testing.assert_array_equal(getattr(theirs, name)[:end + 1, i], getattr(face_steps, name)[:end + 1, i])
-        np.testing.assert_array_equal(theirs.observation.agents_view[:end, i], face_steps.observation.agents_view[:end, i])
+        np.testing.assert_array_equal(theirs.observation.agents_view[:end, i],
+                                      face_steps.observation.agents_view[:end, i])
         np.testing.assert_array_equal(theirs.extras["next_obs"].agents_view[:end + 1, i],
                                       face_steps.extras["next_obs"].agents_view[:end + 1, i])
         _, reset_ts = reset(jax.random.split(keys[end - 1, i])[0])

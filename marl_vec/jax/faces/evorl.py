@@ -145,8 +145,8 @@ class EvoRLLike:
         # EvoRL's OneEpisodeWrapper: a finished env returns its state as it was (reward and info too);
         # only the batch's state moves on (it is frozen there itself).
         frozen = state.done > 0
-        keep = jax.tree.map(lambda old, now: jnp.where(frozen.reshape(-1, *[1] * (now.ndim - 1)), old, now),
-                            (state.obs, state.reward, state.done, state.info), (new.obs, new.reward, new.done, new.info))
+        old, now = (state.obs, state.reward, state.done, state.info), (new.obs, new.reward, new.done, new.info)
+        keep = jax.tree.map(lambda o, n: jnp.where(frozen.reshape(-1, *[1] * (n.ndim - 1)), o, n), old, now)
         return EnvState(bs, *keep)
 
     # -- pieces -------------------------------------------------------------------
