@@ -87,6 +87,26 @@ def long_tier_backend_row(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
+    from tests.helpers.heavy_rows import HEAVY_ROWS_FILE, read_heavy_rows
+
+    heavy = read_heavy_rows()  # rows moved to the long tier by their measured time
     for item in items:
-        if long_tier_backend_row(item):
+        if long_tier_backend_row(item) or item.nodeid in heavy:
             item.add_marker(pytest.mark.matrix)
+    if not config.args or config.args == config.getini("testpaths"):  # the whole suite: no stale row
+        # A file skipped here (an extra not installed) collects nothing: only its absence or a
+        # row missing from a file that was collected makes a row stale.
+        ids, files = {item.nodeid for item in items}, {item.nodeid.split("::")[0] for item in items}
+        stale = {row for row in heavy - ids
+                 if row.split("::")[0] in files or not (config.rootpath / row.split("::")[0]).exists()}
+        if stale and not config.option.keyword:
+            raise pytest.UsageError(
+                f"{HEAVY_ROWS_FILE.name} lists {len(stale)} row(s) no test has (renamed or removed?), "
+                f"e.g. {sorted(stale)[0]}: rerun scripts/ci/heavy_rows.py or edit the file")
+        long_tier = {"slow", "matrix", "exhaustive"}
+        kept = {item.nodeid.split("[", 1)[0] for item in items
+                if not long_tier & {mark.name for mark in item.iter_markers()}}
+        emptied = sorted({row.split("[", 1)[0] for row in heavy & ids} - kept)
+        if emptied:
+            raise pytest.UsageError(f"{HEAVY_ROWS_FILE.name} lists every row of {emptied[0]}: "
+                                    "a row of each test must stay in the default selection")
