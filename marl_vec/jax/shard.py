@@ -42,7 +42,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from marl_vec.jax.batch import Batch
-from marl_vec.jax.keys import env_keys
+from marl_vec.jax.keys import env_keys, raw_key
 from marl_vec.jax.types import BatchState, TimeStep
 
 DEFAULT_AXIS = "envs"
@@ -72,16 +72,16 @@ class Sharded:
                            whole.resets_per_step, whole.offset, whole.kwargs)
         self.sharding = NamedSharding(mesh, PartitionSpec(axis))
         envs = PartitionSpec(axis)
-        self._reset = jax.shard_map(self._reset_shard, mesh=mesh, in_specs=PartitionSpec(), out_specs=envs)
-        self._step = jax.shard_map(self.local.step, mesh=mesh, in_specs=(envs, envs), out_specs=envs)
+        self._reset = jax.shard_map(self._reset_shard, mesh=mesh, in_specs=PartitionSpec(), out_specs=envs,
+                                    check_vma=False)
+        self._step = jax.shard_map(self.local.step, mesh=mesh, in_specs=(envs, envs), out_specs=envs,
+                                   check_vma=False)
 
     def __repr__(self) -> str:
         return f"marl_vec.jax.shard({self.batch!r}, mesh axis {self.axis!r} of {self.mesh.shape[self.axis]} devices)"
 
     def reset(self, key: Any) -> tuple[BatchState, TimeStep]:
         """The batch's ``reset(key)``: env ``i`` (global index) from ``env_keys(key, E, offset)[i]``, on its device."""
-        from marl_vec.jax.keys import raw_key
-
         return self._reset(raw_key(key))
 
     def step(self, state: BatchState, actions: Any) -> tuple[BatchState, TimeStep]:

@@ -1,0 +1,109 @@
+"""``marl_vec.jax.shard``: 1, 2 and 4 devices play the same episodes, leaf for leaf; seeds under ``vmap``; misuse.
+
+The rollouts run in a process with 4 CPU devices (``--xla_force_host_platform_device_count=4``,
+read once when JAX starts): :func:`tests.helpers.jax_shard_runs.run`, one process per
+case, cached for the module. Each configuration's TimeSteps of a jitted reset +
+``lax.scan`` (actions drawn inside the scan from the sharded ``avail_actions``) are
+compared with the unsharded batch's, every leaf, bit for bit.
+
+Compiles: 7 per case (the whole batch, 1, 2 and 4 devices, two axes, two under ``vmap``),
+about 30 s for MPE simple_spread in the default selection; SMAX 3m (whose dots once
+depended on the batch's size) and a time limit with ``next_step`` are ``slow``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.helpers.jaxmarl_reference import K  # first: it sets XLA_FLAGS before JAX starts
+
+pytest.importorskip("jaxmarl", reason="the jax extra is not installed: pip install 'marl_vec[jax]'")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import Mesh  # noqa: E402
+
+import marl_vec.jax as mvj  # noqa: E402
+from tests.helpers.jax_shard_runs import run  # noqa: E402
+
+MPE = "jax_mpe/simple_spread"
+CASES = [
+    pytest.param(MPE, (), "same_step", (), 60, id="mpe-same_step"),
+    pytest.param("smax/3m", (), "same_step", (), 120, id="smax-same_step", marks=pytest.mark.slow),
+    pytest.param(MPE, (), "next_step", (("gamma", 0.9), ("time_limit", 10)), 40, id="mpe-next_step-time_limit",
+                 marks=pytest.mark.slow),
+]
+
+
+def assert_same(got: dict, want: dict, what: str) -> None:
+    assert sorted(got) == sorted(want), what
+    for path, x in want.items():
+        np.testing.assert_array_equal(got[path], x, err_msg=f"{what}: {path}")
+
+
+@pytest.mark.parametrize("env_id,kwargs,mode,options,steps", CASES)
+def test_1_2_and_4_devices_play_the_episodes_of_the_unsharded_batch_bit_for_bit(env_id, kwargs, mode, options, steps):
+    r = run(env_id, kwargs, mode, options, steps)
+    whole = r.leaves["whole"]
+    assert whole[".done"].shape == (steps + 1, K) and whole[".done"].sum() >= K + 1  # episode ends compared
+    assert len(whole) >= 20  # every leaf of the TimeStep, episode stats included
+    for n in (1, 2, 4):
+        assert_same(r.leaves[f"devices_{n}"], whole, f"{n} devices")
+        # Each device holds its own envs: (T + 1, E / n, A, *obs_shape).
+        assert r.layout[f"devices_{n}"] == {"devices": n, "block": [steps + 1, K // n, *whole[".obs"].shape[2:]]}
+    # A mesh of two axes, the envs split over one of them and replicated over the other.
+    assert_same(r.leaves["devices_2x2"], whole, "a 2 x 2 mesh")
+    assert r.layout["devices_2x2"]["block"][1] == K // 2
+
+
+def test_vmap_over_seeds_gives_what_separate_batches_give_also_sharded():
+    r = run(MPE, (), "same_step", (), 60)
+    apart = r.leaves["seeds_apart"]
+    assert apart[".obs"].shape == (2, 61, K, 3, 18)
+    assert not np.array_equal(apart[".obs"][0], apart[".obs"][1])  # keys num_envs apart: other envs
+    assert_same(r.leaves["seeds_vmap"], apart, "vmap over 2 seeds")
+    assert_same(r.leaves["seeds_vmap_4"], apart, "vmap over 2 seeds of the batch sharded over 4 devices")
+    # The population: each device steps its envs of both seeds, a (2, E/4) block.
+    assert r.layout["seeds_vmap_4"] == {"devices": 4, "block": [2, 61, 1, 3, 18]}
+
+
+def test_misuse_over_several_devices_fails_naming_what_is_allowed():
+    errors = run(MPE, (), "same_step", (), 60).errors
+    assert errors == {
+        "three_devices": "ValueError: marl_vec.jax.shard: num_envs=4 does not split over the 3 devices of mesh axis "
+                         "'envs'; allowed: a multiple of 3",
+        "resets_per_step": "ValueError: marl_vec.jax.shard: resets_per_step=2 is per device, and a device holds 1 "
+                           "envs; allowed: 1 to 1",
+        "two_axes": "ValueError: marl_vec.jax.shard: the mesh has axes ('seeds', 'envs'); name the one to split "
+                    "the envs over with axis=",
+    }
+
+
+def test_misuse_on_one_device_fails_naming_what_is_allowed():
+    b = mvj.batch(MPE, K)
+    mesh = Mesh(np.asarray(jax.devices()[:1]), ("envs",))
+    with pytest.raises(TypeError, match=r"batch is a str; expected a marl_vec.jax.batch\(...\)"):
+        mvj.shard(MPE, mesh)
+    with pytest.raises(TypeError, match=r"mesh is a list; expected a jax.sharding.Mesh"):
+        mvj.shard(b, jax.devices())
+    with pytest.raises(ValueError, match=r"axis='seeds' is not an axis of the mesh; allowed: \('envs',\)"):
+        mvj.shard(b, mesh, axis="seeds")
+    sb = mvj.shard(b, mesh)
+    state, _ = jax.eval_shape(sb.reset, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"actions of shape \(4,\); expected \(4, 3\): ints \(E, A\)"):
+        jax.eval_shape(sb.step, state, jax.ShapeDtypeStruct((K,), jnp.int32))
+    assert repr(sb) == ("marl_vec.jax.shard(marl_vec.jax.batch('jax_mpe/simple_spread', num_envs=4, "
+                        "autoreset='same_step'), mesh axis 'envs' of 1 devices)")
+    assert (sb.per_device, sb.num_envs, sb.spec, sb.axis) == (4, 4, b.spec, "envs")
+
+
+def test_the_sharded_batch_has_the_leaves_of_the_batch():
+    b = mvj.batch(MPE, K, "one_episode", gamma=0.9)
+    sb = mvj.shard(b)  # every device of this process, one axis
+    state, ts = jax.eval_shape(sb.reset, jax.random.PRNGKey(0))
+    want_state, want_ts = jax.eval_shape(b.reset, jax.random.PRNGKey(0))
+    shapes = lambda tree: jax.tree.map(lambda x: (x.shape, x.dtype), tree)  # noqa: E731
+    assert shapes(ts) == shapes(want_ts) and shapes(state) == shapes(want_state)
+    _, ts1 = jax.eval_shape(sb.step, state, jax.ShapeDtypeStruct((K, 3), jnp.int32))
+    assert shapes(ts1) == shapes(want_ts)
