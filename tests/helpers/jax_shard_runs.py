@@ -4,8 +4,8 @@ JAX reads ``--xla_force_host_platform_device_count`` once, when its backend star
 and a pytest process has started it with one CPU device (and the tests' exact flags,
 ``tests.helpers.jaxmarl_reference``). So `run` starts ``python -m
 tests.helpers.jax_shard_runs`` with 4 CPU devices and the same exact flags; that
-process (with `SHAPE_FREE_FLAG` too) runs one case, a jitted reset + ``lax.scan`` of ``steps`` steps whose
-actions are drawn inside the scan from the last ``avail_actions`` (a trainer's
+process (with `SHAPE_FREE_FLAG` and `SPLIT_FREE_FLAG` too) runs one case, a jitted
+reset + ``lax.scan`` of ``steps`` steps whose actions are drawn inside the scan from the last ``avail_actions`` (a trainer's
 policy, on the sharded arrays), and saves every leaf of the TimeSteps to ``.npz``
 files, one per configuration:
 
@@ -40,11 +40,15 @@ import numpy as np
 K = 4  # the envs of every JaxMARL test (tests.helpers.jaxmarl_reference.K): shapes the persistent cache holds
 SEED = 7
 DEVICES = (1, 2, 4)
-# YNNPACK, which XLA:CPU hands its dots to (jaxlib 0.10), picks its kernels by the dot's size:
-# one with FMA for E envs, another without for E/4 (SMAX 3m's movement `rotation @ vec`: obs
-# 1.3e-8 apart after a step). Off, the dots are XLA's own and a batch's numbers do not depend
-# on its size (docs/jax/inside_jit.md, "Scale out").
+# Two things XLA:CPU (jaxlib 0.10) does make a batch's floats depend on its size or its split
+# (docs/jax/inside_jit.md, "Scale out"), each turned off by a flag:
+# - YNNPACK, which it hands its dots to, picks its kernels by the dot's size: one with FMA for
+#   E envs, another without for E/4 (SMAX 3m's movement `rotation @ vec`: obs 1.3e-8 apart);
+# - its algebraic simplifier turns ``x / broadcast(y)`` into ``x * broadcast(1 / y)`` in a
+#   one-device program but not in the SPMD program of 2 or 4 devices (SMAX's relative positions
+#   over the sight range: obs one float32 ulp apart, up to 6e-8).
 SHAPE_FREE_FLAG = "--xla_cpu_experimental_ynn_fusion_type="
+SPLIT_FREE_FLAG = "--xla_disable_hlo_passes=algsimp"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -56,14 +60,17 @@ class ShardRun:
 
 
 @functools.lru_cache(maxsize=None)
-def run(env_id: str, kwargs: tuple, mode: str, options: tuple, steps: int, timeout: float = 540) -> ShardRun:
-    """One case in a process with 4 CPU devices (``kwargs``/``options``: sorted item tuples)."""
+def run(env_id: str, kwargs: tuple, mode: str, options: tuple, steps: int, split_free: bool = True,
+        timeout: float = 540) -> ShardRun:
+    """One case in a process with 4 CPU devices (``kwargs``/``options``: sorted item tuples);
+    ``split_free=False``: without `SPLIT_FREE_FLAG`, to measure what it changes."""
     from tests.helpers.jaxmarl_reference import EXACT_FLAG, NO_FMA_FLAG
 
     case = json.dumps({"env_id": env_id, "kwargs": dict(kwargs), "mode": mode, "options": dict(options),
                        "steps": steps})
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"{EXACT_FLAG} {NO_FMA_FLAG} {SHAPE_FREE_FLAG} --xla_force_host_platform_device_count=4"
+    flags = [EXACT_FLAG, NO_FMA_FLAG, SHAPE_FREE_FLAG] + ([SPLIT_FREE_FLAG] if split_free else [])
+    env["XLA_FLAGS"] = " ".join(flags + ["--xla_force_host_platform_device_count=4"])
     env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with tempfile.TemporaryDirectory() as out:
         done = subprocess.run([sys.executable, "-m", "tests.helpers.jax_shard_runs", out, case], env=env, cwd=ROOT,
