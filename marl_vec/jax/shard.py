@@ -7,7 +7,10 @@ devices of the mesh axis a batch of ``E / n`` envs (the same per-env kernel), an
 device ``d`` holds envs ``d * E/n .. (d + 1) * E/n - 1``, whose keys are those of their
 GLOBAL indices (``marl_vec.jax.keys``). An env's step reads only that env, so the
 devices never talk, and 1, 2 or 4 devices play the same episodes as the unsharded
-batch, leaf for leaf (tests/jax/test_shard.py, in a process with 4 CPU devices).
+batch, leaf for leaf (tests/jax/test_shard.py, in a process with 4 CPU devices). On
+the CPU that takes two XLA flags, set before JAX starts: without them XLA:CPU rounds
+some floats differently by the batch's size (YNNPACK's dots) and by the split (its
+algebraic simplifier), one ulp in SMAX's observations (docs/jax/inside_jit.md, "Scale out").
 
 The leaves of ``state`` and ``ts`` come back as ``jax.Array``s split along E over the
 axis (`Sharded.sharding`); actions may come in any layout (``jit`` moves them where the
@@ -72,6 +75,9 @@ class Sharded:
                            whole.resets_per_step, whole.offset, whole.kwargs)
         self.sharding = NamedSharding(mesh, PartitionSpec(axis))
         envs = PartitionSpec(axis)
+        # check_vma=False: JaxMARL's own code (SMAX's lax.cond over a per-device value and a
+        # constant) fails shard_map's check that both branches vary over the same axes; the
+        # envs of a device never read another device's, so there is nothing for it to catch.
         self._reset = jax.shard_map(self._reset_shard, mesh=mesh, in_specs=PartitionSpec(), out_specs=envs,
                                     check_vma=False)
         self._step = jax.shard_map(self.local.step, mesh=mesh, in_specs=(envs, envs), out_specs=envs,

@@ -10,7 +10,8 @@ policy, on the sharded arrays), and saves every leaf of the TimeSteps to ``.npz`
 files, one per configuration:
 
 - ``whole``: the unsharded batch;
-- ``devices_1``, ``devices_2``, ``devices_4``: `shard` over a mesh of 1, 2, 4 devices;
+- ``devices_1``, ``devices_2``, ``devices_4``: `shard` over a mesh of 1, 2, 4 devices (the mesh of 2
+  with Auto axes, the others Explicit); ``devices_2x2``: a mesh of 2 × 2, the envs over one axis;
 - ``seeds_apart``: two unsharded batches from keys ``num_envs`` apart, run one after the other;
 - ``seeds_vmap``: the same two under ``jax.vmap`` over the keys; ``seeds_vmap_4``: ``vmap`` of
   the batch sharded over 4 devices (the seeds × envs population, cut along the envs).
@@ -131,7 +132,9 @@ def _main(out: str, case: dict) -> None:
     whole = jax.jit(functools.partial(rollout, b))
     save("whole", whole(key))
     for n in DEVICES:
-        mesh = jax.make_mesh((n,), ("envs",), devices=jax.devices()[:n])
+        # jax.make_mesh's axes are Explicit; Mesh(...)'s are Auto: 2 devices take the other path.
+        mesh = (jax.sharding.Mesh(np.asarray(jax.devices()[:n]), ("envs",)) if n == 2
+                else jax.make_mesh((n,), ("envs",), devices=jax.devices()[:n]))
         save(f"devices_{n}", jax.jit(functools.partial(rollout, mvj.shard(b, mesh)))(key))
     # A population of 2 seeds, their keys num_envs apart (independent envs: marl_vec.jax.keys).
     keys = jnp.stack([jax.random.PRNGKey(SEED * K), jax.random.PRNGKey(SEED * K + K)])
