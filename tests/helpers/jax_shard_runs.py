@@ -12,6 +12,7 @@ files, one per configuration:
 - ``whole``: the unsharded batch;
 - ``devices_1``, ``devices_2``, ``devices_4``: `shard` over a mesh of 1, 2, 4 devices (the mesh of 2
   with Auto axes, the others Explicit); ``devices_2x2``: a mesh of 2 × 2, the envs over one axis;
+- ``optimistic_4`` (``same_step`` cases): ``resets_per_step=1`` over 4 devices, one env each;
 - ``seeds_apart``: two unsharded batches from keys ``num_envs`` apart, run one after the other;
 - ``seeds_vmap``: the same two under ``jax.vmap`` over the keys; ``seeds_vmap_4``: ``vmap`` of
   the batch sharded over 4 devices (the seeds × envs population, cut along the envs).
@@ -144,6 +145,12 @@ def _main(out: str, case: dict) -> None:
     sharded = mvj.shard(b, jax.make_mesh((4,), ("envs",)))
     save("seeds_vmap_4", jax.jit(jax.vmap(functools.partial(rollout, sharded)))(keys))
 
+    if case["mode"] == "same_step" and not case["options"]:
+        # Optimistic resets are per device: 1 reset per step for each device's 1 env is a reset
+        # of its own for every env, so the episodes are same_step's, even where all end at once.
+        optimistic = mvj.shard(mvj.batch(case["env_id"], K, resets_per_step=1, **case["kwargs"]),
+                               jax.make_mesh((4,), ("envs",)))
+        save("optimistic_4", jax.jit(functools.partial(rollout, optimistic))(key))
     errors = {}
     for name, call in {
         "three_devices": lambda: mvj.shard(b, jax.make_mesh((3,), ("envs",), devices=jax.devices()[:3])),

@@ -62,6 +62,10 @@ def test_1_2_and_4_devices_play_the_episodes_of_the_unsharded_batch_bit_for_bit(
     # A mesh of two axes, the envs split over one of them and replicated over the other.
     assert_same(r.leaves["devices_2x2"], whole, "a 2 x 2 mesh")
     assert r.layout["devices_2x2"]["block"][1] == K // 2
+    if mode == "same_step" and not options:
+        # Optimistic resets are per device: one per step on each device of one env is every env's own.
+        assert whole[".done"].all(axis=1).any()  # all envs end at once somewhere (MPE: step 26)
+        assert_same(r.leaves["optimistic_4"], whole, "resets_per_step=1 on 4 devices of 1 env")
 
 
 @pytest.mark.slow
