@@ -14,7 +14,8 @@ files, one per configuration:
   with Auto axes, the others Explicit); ``devices_2x2``: a mesh of 2 × 2, the envs over one axis;
 - ``optimistic_4`` (``same_step`` cases): ``resets_per_step=1`` over 4 devices, one env each;
 - ``seeds_apart``: two unsharded batches from keys ``num_envs`` apart, run one after the other;
-- ``seeds_vmap``: the same two under ``jax.vmap`` over the keys; ``seeds_vmap_4``: ``vmap`` of
+- ``seeds_vmap``: the same two under ``jax.vmap`` over the keys, split over 2 devices (a seed
+  each); ``seeds_vmap_4``: ``vmap`` of
   the batch sharded over 4 devices (the seeds × envs population, cut along the envs).
 
 It also writes ``layout.json``: the devices each output is spread over and one device's
@@ -141,7 +142,10 @@ def _main(out: str, case: dict) -> None:
     keys = jnp.stack([jax.random.PRNGKey(SEED * K), jax.random.PRNGKey(SEED * K + K)])
     apart = [whole(k) for k in keys]
     save("seeds_apart", jax.tree.map(lambda *xs: jnp.stack(xs), *apart))
-    save("seeds_vmap", jax.jit(jax.vmap(functools.partial(rollout, b)))(keys))
+    # Whole seeds on devices instead: the unsharded batch, the keys split over a mesh axis of 2.
+    seeds_mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:2]), ("seeds",))
+    placed = jax.device_put(keys, jax.sharding.NamedSharding(seeds_mesh, jax.sharding.PartitionSpec("seeds")))
+    save("seeds_vmap", jax.jit(jax.vmap(functools.partial(rollout, b)))(placed))
     sharded = mvj.shard(b, jax.make_mesh((4,), ("envs",)))
     save("seeds_vmap_4", jax.jit(jax.vmap(functools.partial(rollout, sharded)))(keys))
 

@@ -92,7 +92,8 @@ def test_vmap_over_seeds_gives_what_separate_batches_give_also_sharded():
     apart = r.leaves["seeds_apart"]
     assert apart[".obs"].shape == (2, 61, K, 3, 18)
     assert not np.array_equal(apart[".obs"][0], apart[".obs"][1])  # keys num_envs apart: other envs
-    assert_same(r.leaves["seeds_vmap"], apart, "vmap over 2 seeds")
+    assert_same(r.leaves["seeds_vmap"], apart, "vmap over 2 seeds, a seed on each of 2 devices")
+    assert r.layout["seeds_vmap"] == {"devices": 2, "block": [1, 61, K, 3, 18]}
     assert_same(r.leaves["seeds_vmap_4"], apart, "vmap over 2 seeds of the batch sharded over 4 devices")
     # The population: each device steps its envs of both seeds, a (2, E/4) block.
     assert r.layout["seeds_vmap_4"] == {"devices": 4, "block": [2, 61, 1, 3, 18]}
