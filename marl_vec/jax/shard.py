@@ -92,6 +92,8 @@ class Sharded:
 
     def step(self, state: BatchState, actions: Any) -> tuple[BatchState, TimeStep]:
         """The batch's ``step``; ``actions`` of the whole batch ((E, A) or (E, A, width)), checked when traced."""
+        # The state as reset left it, unless the trainer moved it (e.g. device_put to one device).
+        state = jax.tree.map(self._place, state)
         return self._step(state, self._place(self.batch._actions(actions)))
 
     def _place(self, x: Any) -> Any:

@@ -12,7 +12,7 @@ floats depend on the batch's size and split); one ``slow`` test measures SMAX wi
 
 Compiles: 9 per case (the whole batch; 1, 2 and 4 devices; a 2 x 2 mesh; optimistic resets
 over 4 devices; two under ``vmap``), 15 s for MPE simple_spread in the default selection
-with JAX's persistent cache warm, about 50 s cold on 2 loaded cores; SMAX 3m (whose floats
+with JAX's persistent cache warm, 41 s cold (load 1.2 to 1.9, 2 cores); SMAX 3m (whose floats
 depend on the batch's size and split without the flags) and a time limit with ``next_step``
 are ``slow`` (2 and 0.7 minutes).
 """
