@@ -7,12 +7,16 @@ and ``step(state, actions) -> (state, ts)``: the PRNG keys are inside
 JAX arrays (same shapes, dtypes, padding), final observations, termination
 apart from truncation, and episode statistics with a ``valid`` flag.
 
+`shard` splits a batch along its env axis over the devices of a mesh (``shard_map``):
+1, 2 or 4 devices play the same episodes.
+
 `make` is a JaxMARL ``MultiAgentEnv`` look-alike over the same kernel, so that a
 JaxMARL baseline changes only its make line.
 
 Its modules, one idea each: ``keys`` (each env's key from its global index),
 ``types`` (the pytrees), ``modes`` (the autoreset modes), ``batch`` (the
-batch, its options and its episode bookkeeping), ``make`` (the look-alike). The per-env step is the
+batch, its options and its episode bookkeeping), ``shard`` (the batch over devices),
+``make`` (the look-alike). The per-env step is the
 stateful family's own (`marl_vec.envs.jaxmarl.functions`): the same key and
 actions give the same episodes in both forms. See docs/jax/inside_jit.md.
 
@@ -40,7 +44,8 @@ from marl_vec.jax.batch import Batch, batch
 from marl_vec.jax.keys import env_keys
 from marl_vec.jax.make import JaxMarlLike, LikeState, make
 from marl_vec.jax.modes import MODES
+from marl_vec.jax.shard import Sharded, shard
 from marl_vec.jax.types import BatchState, EpisodeStats, TimeStep
 
-__all__ = ["MODES", "Batch", "BatchState", "EpisodeStats", "JaxMarlLike", "LikeState", "TimeStep", "batch",
-           "env_keys", "make"]
+__all__ = ["MODES", "Batch", "BatchState", "EpisodeStats", "JaxMarlLike", "LikeState", "Sharded", "TimeStep", "batch",
+           "env_keys", "make", "shard"]

@@ -47,6 +47,8 @@ class Batch:
     Attributes:
         env_id: our id (``smax/3m``, ``jax_mpe/simple_spread``, a ``jaxmarl.make`` id).
         num_envs: E.
+        offset: the global index of env 0.
+        kwargs: the ``jaxmarl.make`` keyword arguments.
         autoreset: the mode (``marl_vec.jax.modes``).
         spec: the stateful family's ``EnvSpec`` of this id: shapes, dtypes, padding.
         agents: the agent ids, in the order of the agent axis.
@@ -61,6 +63,7 @@ class Batch:
                              "batch runs where the caller's jit puts it (jax.jit(..., device=...), jax.device_put)")
         self.env_id, self.num_envs, self.autoreset = env_id, num_envs, autoreset
         self.time_limit, self.gamma, self.resets_per_step, self.offset = time_limit, gamma, resets_per_step, offset
+        self.kwargs = dict(kwargs)  # jaxmarl.make's, for a shard's batch of the same envs (marl_vec.jax.shard)
         self.spec: EnvSpec = model.spec
         self.agents = model.spec.agents
         self.env = model.env
@@ -86,7 +89,11 @@ class Batch:
     def reset(self, key: Any) -> tuple[BatchState, TimeStep]:
         """Every env reset: env ``i`` from the key ``env_keys(key, E, offset)[i]`` (the stateful
         family's ``env_seed`` chain). Returns ``(state, ts)``; ``ts`` has zero rewards and False flags."""
-        keys = env_keys(key, self.num_envs, self.offset)
+        return self.reset_envs(env_keys(key, self.num_envs, self.offset))
+
+    def reset_envs(self, keys: Any) -> tuple[BatchState, TimeStep]:
+        """`reset` from each env's own key, ``keys`` (E, 2) uint32 (``env_keys``' output): for a
+        shard of a bigger batch, whose envs' global indices are known only inside ``shard_map``."""
         fns = self.fns
         keys, k_reset = jax.vmap(lambda k: tuple(jax.random.split(k)))(keys)
         obs, env_state = jax.vmap(fns.reset_raw)(k_reset)
