@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(config, items):
         if stale and not config.option.keyword:
             raise pytest.UsageError(
                 f"{HEAVY_ROWS_FILE.name} lists {len(stale)} row(s) no test has (renamed or removed?), "
-                f"e.g. {sorted(stale)[0]}: rerun scripts/ci/heavy_rows.py or edit the file")
+                f"e.g. {min(stale)}: rerun scripts/ci/heavy_rows.py or edit the file")
         long_tier = {"slow", "matrix", "exhaustive"}
         kept = {item.nodeid.split("[", 1)[0] for item in items
                 if not long_tier & {mark.name for mark in item.iter_markers()}}

@@ -25,7 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers.heavy_rows import HEAVY_ROWS_FILE, node_id, read_heavy_rows, write_heavy_rows  # noqa: E402
+from tests.helpers.heavy_rows import (
+    HEAVY_ROWS_FILE,
+    node_id,
+    read_heavy_rows,
+    write_heavy_rows,
+)
 
 
 def timed_rows(junit_xml: Path) -> dict[str, float]:

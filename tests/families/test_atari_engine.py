@@ -238,6 +238,9 @@ def test_subproc_workers_each_host_an_engine_bitwise_like_dummy():
     assert sum(len(step[-1]) for step in dummy[1:]) >= 2, "the test should cover episode ends"
 
 
+# Slow (~18 s: a Ray cluster of its own): test_subproc_workers_each_host_an_engine_bitwise_like_dummy covers
+# an engine per worker process, tests/backends/test_ray.py Ray's actors.
+@pytest.mark.slow
 def test_ray_actors_each_host_an_engine_bitwise_like_dummy(tmp_path_factory):
     """Both transports: the same-machine link and plain Ray calls."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")

@@ -303,6 +303,9 @@ def test_process_backends_refuse_jaxmarl_on_a_device_and_serve_the_cpu():
     assert np.array_equal(r.obs, _run(_fns("mpe_spread"), "numpy", "same_step", 0)[0]["obs"])
 
 
+# Slow (~17 s): test_process_backends_refuse_jaxmarl_on_a_device_and_serve_the_cpu covers the refusal
+# by a process backend, tests/backends/test_ray.py::test_envs_on_a_device_are_refused_naming_dummyvecenv Ray's.
+@pytest.mark.slow
 def test_ray_refuses_jaxmarl_on_a_device():
     pytest.importorskip("ray", reason="the ray extra is not installed")
     from marl_vec.vec.ray import RayVecEnv

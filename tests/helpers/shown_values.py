@@ -163,4 +163,4 @@ def matches(shown: str, printed: str) -> bool:
         return " ".join(text.split())
 
     pattern = ".*".join(re.escape(part) for part in norm(shown).split("..."))
-    return re.fullmatch(pattern, norm(printed), re.S) is not None
+    return re.fullmatch(pattern, norm(printed), re.DOTALL) is not None

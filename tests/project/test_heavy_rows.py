@@ -24,7 +24,7 @@ def test_every_listed_row_is_a_row_of_a_test_function_that_exists():
         function = names[-1]
         assert (ROOT / path).is_file(), f"{row}: no file {path}"
         assert param, f"{row}: not a row of a parametrized test"
-        assert re.search(rf"^\s*def {re.escape(function)}\(", (ROOT / path).read_text(), re.M), (
+        assert re.search(rf"^\s*def {re.escape(function)}\(", (ROOT / path).read_text(), re.MULTILINE), (
             f"{row}: {path} has no test {function}")
         assert not row.startswith(KEEP_EVERY_ROW), f"{row}: its file keeps every row in the default selection"
 
