@@ -14,6 +14,8 @@ that never resets (``one_episode``) ends its episodes as the face does.
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -228,3 +230,13 @@ def test_bad_input_fails_naming_what_is_allowed():
         jumanji_env(3)
     with pytest.raises(ValueError, match="unknown autoreset mode 'normal'"):
         jumanji_env(ENV, autoreset="normal")
+
+
+def test_without_jumanji_the_import_names_the_extra():
+    """Where Jumanji is not installed, importing the face says which extra installs it."""
+    code = ("import sys; sys.modules['jumanji'] = None\n"
+            "try:\n    import marl_vec.jax.faces.jumanji\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert "MissingExtraError" in out.stdout, out.stdout + out.stderr
+    assert "pip install 'marl_vec[jumanji]'" in out.stdout and "Jumanji / Mava face" in out.stdout, out.stdout

@@ -71,10 +71,11 @@ REMOVED_PATHS: dict[str, str] = {
     "marl_vec.compat.pymarl_env": "marl_vec.compat.pymarl.env",
     "marl_vec.envs.base": "marl_vec.core.adapter",
 }
-# The modules of envs/ that marl_vec.jax may import beyond the envs face: the JaxMARL family's
-# model (spec, view) and its per-env pure functions (the one kernel of both forms), never its engine.
+# The modules of envs/ that marl_vec.jax may import: the JaxMARL family's model (spec, view) and
+# its per-env pure functions (the one kernel of both forms), never its engine; and envs.extras,
+# the error naming the extra a face needs (Jumanji's).
 JAX_MAY_IMPORT = {"marl_vec.envs.jaxmarl.model", "marl_vec.envs.jaxmarl.functions", "marl_vec.envs.jaxmarl.kernels",
-                  "marl_vec.envs.jaxmarl.views", "marl_vec.envs.jaxmarl.catalog"}
+                  "marl_vec.envs.jaxmarl.views", "marl_vec.envs.jaxmarl.catalog", "marl_vec.envs.extras"}
 TOP_LEVEL = {"marl_vec", "marl_vec.__main__"}
 ENVS_FACE = {"marl_vec.envs", "marl_vec.envs.registry", "marl_vec.envs.extras"}
 ENVS_BOTTOM = {"marl_vec.envs.extras"}

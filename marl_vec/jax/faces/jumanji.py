@@ -27,7 +27,7 @@ envs are written, to be vmapped: ``jax.vmap(env.step)``); ``num_envs=E`` gives l
 (E, ...). Either way the numbers are those of ``batch(id, E)``: an unbatched env is a
 batch of one, and vmapping it over ``env_keys(key, E)`` plays the batch's envs.
 
-May import: jax, jumanji, numpy, ``marl_vec.jax.{batch,types}``.
+May import: jax, jumanji, numpy, ``marl_vec.envs.extras``, ``marl_vec.jax.{batch,types}``.
 
 Examples:
     >>> import jax, jax.numpy as jnp
@@ -47,13 +47,19 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jumanji import specs
-from jumanji.env import Environment
-from jumanji.types import StepType
-from jumanji.types import TimeStep as JumanjiTimeStep
 
-from marl_vec.jax.batch import Batch, batch
-from marl_vec.jax.types import BatchState, TimeStep
+from marl_vec.envs.extras import require
+
+# Without Jumanji: an error naming the extra, not a bare ModuleNotFoundError.
+require("jumanji", "jumanji", "the Jumanji / Mava face (marl_vec.jax.faces.jumanji)")
+
+from jumanji import specs  # noqa: E402
+from jumanji.env import Environment  # noqa: E402
+from jumanji.types import StepType  # noqa: E402
+from jumanji.types import TimeStep as JumanjiTimeStep  # noqa: E402
+
+from marl_vec.jax.batch import Batch, batch  # noqa: E402
+from marl_vec.jax.types import BatchState, TimeStep  # noqa: E402
 
 # Modes whose observation at an episode's end is the episode's last one (no reset in that step).
 _NO_SAME_STEP_RESET = ("next_step", "one_episode", "disabled")
