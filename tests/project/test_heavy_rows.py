@@ -29,5 +29,12 @@ def test_every_listed_row_is_a_row_of_a_test_function_that_exists():
         assert not row.startswith(KEEP_EVERY_ROW), f"{row}: its file keeps every row in the default selection"
 
 
-def test_node_ids_are_built_as_pytest_writes_them():
+
+def test_junit_names_become_pytest_node_ids():
+    """scripts/ci/heavy_rows.py matches rows by node id: a class (``TestFuzzRayLinked``) stays a
+    ``::`` part, a parameter holding dots stays whole (doctests of tests/helpers are not run)."""
     assert node_id("tests.backends.test_ray", "test_a[auto]") == "tests/backends/test_ray.py::test_a[auto]"
+    assert node_id("tests.fuzz.test_fuzz_ray.TestFuzzRayLinked", "runTest") == (
+        "tests/fuzz/test_fuzz_ray.py::TestFuzzRayLinked::runTest")
+    assert node_id("tests.project.test_doc_examples", "test_b[docs/x.md:L3]") == (
+        "tests/project/test_doc_examples.py::test_b[docs/x.md:L3]")
